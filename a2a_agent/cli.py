@@ -1,0 +1,102 @@
+"""`a2a-agent serve | worker | migrate`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+import uvicorn
+
+from a2a_agent.database import resolve_database_url
+from a2a_agent.errors import AgentError
+from a2a_agent.runtime import Runtime
+from a2a_agent.settings import Settings
+from persistence.errors import StoreError
+from persistence.migrate import migrate
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="a2a-agent", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the A2A API (and run a worker unless --no-worker)")
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1, A2A_AGENT_HOST)")
+    serve.add_argument("--port", type=int, help="port (default 8000, A2A_AGENT_PORT)")
+    serve.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="API only: accept and answer requests, run no tasks here",
+    )
+    serve.add_argument(
+        "--executor-id",
+        help="stable, unique id of this process (A2A_AGENT_EXECUTOR_ID; default <hostname>-serve)",
+    )
+    worker = sub.add_parser("worker", help="run tasks from the shared database; no API")
+    worker.add_argument(
+        "--executor-id",
+        help="stable, unique id of this process (A2A_AGENT_EXECUTOR_ID; default <hostname>-worker)",
+    )
+    sub.add_parser("migrate", help="bring the database schema to the latest version")
+    return parser
+
+
+async def _worker(settings: Settings, conninfo: str) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with Runtime(settings, conninfo, role="worker"):
+        logging.getLogger("a2a_agent").info("worker %s running", settings.executor_id)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = Settings.from_env(role=args.command)
+        changes: dict[str, object] = {}
+        if getattr(args, "executor_id", None):
+            changes["executor_id"] = args.executor_id
+        if args.command == "serve":
+            if args.host:
+                changes["host"] = args.host
+            if args.port is not None:
+                changes["port"] = args.port
+            changes["run_worker"] = not args.no_worker
+        settings = settings.with_overrides(**changes)
+        conninfo = resolve_database_url(settings.database_url, settings.home)
+        if args.command == "migrate":
+            applied = asyncio.run(migrate(conninfo))
+            print(f"migrated: applied {applied or 'nothing (already current)'}")
+            return 0
+        if args.command == "worker":
+            asyncio.run(_worker(settings, conninfo))
+            return 0
+        from a2a_agent.app import create_app  # noqa: PLC0415  (serve only: builds the web app)
+
+        app = create_app(settings, conninfo)
+        print(
+            f"a2a-agent serving on http://{settings.host}:{settings.port} "
+            f"(card at /.well-known/agent-card.json; worker: {settings.run_worker})",
+            flush=True,
+        )
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level="warning",
+            timeout_graceful_shutdown=10,
+        )
+        return 0
+    except (AgentError, StoreError) as exc:
+        print(f"a2a-agent: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Conversions between our stored records and A2A 1.0 protobuf types."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from a2a.types.a2a_pb2 import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.struct_pb2 import Struct, Value
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from persistence.records import JSON, TaskRow
+
+STATES = (
+    "submitted",
+    "working",
+    "input_required",
+    "auth_required",
+    "completed",
+    "failed",
+    "canceled",
+    "rejected",
+)
+STATE_TO_PROTO: dict[str, str] = {state: f"TASK_STATE_{state.upper()}" for state in STATES}
+PROTO_TO_STATE: dict[int, str] = {TaskState.Value(v): k for k, v in STATE_TO_PROTO.items()}
+FINAL_STATES = frozenset(
+    {"completed", "failed", "canceled", "rejected", "input_required", "auth_required"}
+)
+
+
+def message_to_json(message: Message) -> JSON:
+    return cast(JSON, MessageToDict(message, preserving_proto_field_name=False))
+
+
+def message_from_json(data: JSON) -> Message:
+    return cast(Message, ParseDict(data, Message(), ignore_unknown_fields=True))
+
+
+def _timestamp(at: datetime | str) -> Timestamp:
+    ts = Timestamp()
+    if isinstance(at, str):
+        ts.FromJsonString(at.replace("+00:00", "Z") if at.endswith("+00:00") else at)
+    else:
+        ts.FromDatetime(at)
+    return ts
+
+
+def _status_message(task_id: str, context_id: str, text: str | None) -> Message | None:
+    if not text:
+        return None
+    return Message(
+        message_id=f"{task_id}-status",
+        context_id=context_id,
+        task_id=task_id,
+        role=Role.ROLE_AGENT,
+        parts=[Part(text=text)],
+    )
+
+
+def _data_part(payload: JSON) -> Part:
+    value = Value()
+    value.struct_value.update(payload)
+    return Part(data=value, media_type="application/json")
+
+
+def plan_artifact(plan: JSON) -> Artifact:
+    return Artifact(
+        artifact_id="plan",
+        name="plan",
+        description="The plan with each item's status, attempts, verification evidence and commit.",
+        parts=[_data_part({"plan": plan})],
+    )
+
+
+def report_artifact(report: JSON) -> Artifact:
+    return Artifact(
+        artifact_id="report",
+        name="final-report",
+        description="What was done, what passed and what remains.",
+        parts=[Part(text=str(report.get("summary", ""))), _data_part({"report": report})],
+    )
+
+
+def to_task(row: TaskRow, history_length: int | None) -> Task:
+    status = TaskStatus(state=STATE_TO_PROTO[row.state], timestamp=_timestamp(row.status_at))
+    message = _status_message(row.task_id, row.context_id, row.status_text)
+    if message is not None:
+        status.message.CopyFrom(message)
+    history = row.history
+    if history_length is not None:
+        history = history[-history_length:] if history_length > 0 else []
+    task = Task(
+        id=row.task_id,
+        context_id=row.context_id,
+        status=status,
+        history=[message_from_json(m) for m in history],
+    )
+    if row.plan is not None:
+        task.artifacts.append(plan_artifact(row.plan))
+    if row.report is not None:
+        task.artifacts.append(report_artifact(row.report))
+    if row.metadata:
+        metadata = Struct()
+        metadata.update(row.metadata)
+        task.metadata.CopyFrom(metadata)
+    return task
+
+
+def to_event(row: TaskRow, body: JSON) -> TaskStatusUpdateEvent | TaskArtifactUpdateEvent | None:
+    """One stored event as the A2A stream event a subscriber receives."""
+    kind = body.get("kind")
+    if kind == "status":
+        status = TaskStatus(
+            state=STATE_TO_PROTO[str(body["state"])], timestamp=_timestamp(str(body["at"]))
+        )
+        message = _status_message(row.task_id, row.context_id, body.get("text"))
+        if message is not None:
+            status.message.CopyFrom(message)
+        return TaskStatusUpdateEvent(task_id=row.task_id, context_id=row.context_id, status=status)
+    if kind == "artifact" and body.get("data") is not None:
+        data: Any = body["data"]
+        artifact = plan_artifact(data) if body.get("name") == "plan" else report_artifact(data)
+        return TaskArtifactUpdateEvent(
+            task_id=row.task_id,
+            context_id=row.context_id,
+            artifact=artifact,
+            append=False,
+            last_chunk=True,
+        )
+    return None
+
+
+def is_final_event(body: JSON) -> bool:
+    return body.get("kind") == "status" and body.get("state") in FINAL_STATES

@@ -1,0 +1,271 @@
+"""Our A2A RequestHandler: the SDK's interface over our store and run engine."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from datetime import UTC
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import Event
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+
+from a2a_agent.edge.convert import (
+    PROTO_TO_STATE,
+    is_final_event,
+    message_to_json,
+    to_event,
+    to_task,
+)
+from a2a_agent.edge.intake import Intake
+from a2a_agent.engine import RunEngine
+from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
+from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
+from persistence.notify import TaskNotifier
+from persistence.records import TaskRow
+from persistence.store import TaskStore
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 100
+FALLBACK_POLL_S = 5.0
+
+
+def _owner(context: ServerCallContext) -> str:
+    user = context.user
+    return user.user_name if user.is_authenticated else ""
+
+
+@dataclass
+class AgentRequestHandler(RequestHandler):
+    store: TaskStore
+    engine: RunEngine
+    notifier: TaskNotifier
+    intake: Intake
+
+    # ---- reads -------------------------------------------------------------------------
+
+    async def _load(self, task_id: str, owner: str) -> TaskRow:
+        if not task_id:
+            raise InvalidParamsError("a task id is required")
+        try:
+            row = await self.store.get_task(task_id, owner)
+        except StoreUnavailable as exc:
+            raise InternalError(f"{exc}; try again shortly") from exc
+        if row is None:
+            raise TaskNotFoundError(f"task {task_id!r} does not exist (or is not yours)")
+        return row
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
+        history = params.history_length if params.HasField("history_length") else None
+        if history is not None and history < 0:
+            raise InvalidParamsError("historyLength must be 0 or more")
+        return to_task(await self._load(params.id, _owner(context)), history)
+
+    async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        page_size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE_SIZE
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise InvalidParamsError(f"pageSize must be between 1 and {MAX_PAGE_SIZE}")
+        history = params.history_length if params.HasField("history_length") else None
+        if history is not None and history < 0:
+            raise InvalidParamsError("historyLength must be 0 or more")
+        state = PROTO_TO_STATE.get(params.status) if params.status else None
+        after = (
+            params.status_timestamp_after.ToDatetime(tzinfo=UTC)
+            if params.HasField("status_timestamp_after")
+            else None
+        )
+        try:
+            page = await self.store.list_tasks(
+                _owner(context),
+                context_id=params.context_id or None,
+                state=state,
+                after=after,
+                page_size=page_size,
+                cursor=params.page_token or None,
+            )
+        except StoreUnavailable as exc:
+            raise InternalError(f"{exc}; try again shortly") from exc
+        except StoreError as exc:
+            raise InvalidParamsError(str(exc)) from exc
+        return ListTasksResponse(
+            tasks=[to_task(row, history) for row in page.tasks],
+            next_page_token=page.next_cursor or "",
+            page_size=page_size,
+            total_size=page.total,
+        )
+
+    # ---- writes ------------------------------------------------------------------------
+
+    async def _submit(self, params: SendMessageRequest, context: ServerCallContext) -> TaskRow:
+        """Validate and store a message: a new task, or a follow-up to a running one."""
+        owner = _owner(context)
+        message = params.message
+        try:
+            self.intake.check_message(params)
+        except ContentTypeError as exc:
+            raise ContentTypeNotSupportedError(str(exc)) from exc
+        except MessageTooLarge as exc:
+            raise InvalidRequestError(str(exc)) from exc
+        except PlanError as exc:
+            raise InvalidParamsError(str(exc)) from exc
+        try:
+            if message.task_id:
+                row = await self._load(message.task_id, owner)
+                if row.is_terminal:
+                    raise UnsupportedOperationError(
+                        f"task {row.task_id} is {row.state} and takes no more messages; "
+                        "send a new message without taskId to start a new task"
+                    )
+                message.context_id = row.context_id
+                try:
+                    return await self.store.append_message(
+                        row.task_id, owner, message_to_json(message)
+                    )
+                except Conflict as exc:
+                    raise UnsupportedOperationError(str(exc)) from exc
+                except NotFound as exc:
+                    raise TaskNotFoundError(f"task {row.task_id!r} does not exist") from exc
+            task_id = str(uuid.uuid4())
+            context_id = message.context_id or str(uuid.uuid4())
+            message.task_id, message.context_id = task_id, context_id
+            try:
+                new = self.intake.new_task(task_id, owner, context_id, message)
+            except PlanError as exc:
+                raise InvalidParamsError(str(exc)) from exc
+            row = await self.store.create_task(new)
+        except StoreUnavailable as exc:
+            raise InternalError(f"{exc}; nothing was stored, send the message again") from exc
+        if row.state == "submitted":
+            await self.engine.start(row.task_id)
+        return row
+
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Task | Message:
+        row = await self._submit(params, context)
+        config = params.configuration
+        history = config.history_length if config.HasField("history_length") else None
+        if not config.return_immediately:
+            async for _ in self._follow(row):
+                pass
+            row = await self._load(row.task_id, row.owner)
+        return to_task(row, history)
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        row = await self._submit(params, context)
+        yield to_task(row, None)
+        async for event in self._follow(row):
+            yield event
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        row = await self._load(params.id, _owner(context))
+        if row.is_terminal:
+            raise UnsupportedOperationError(
+                f"task {row.task_id} is already {row.state}; use GetTask to read its result"
+            )
+        yield to_task(row, None)
+        async for event in self._follow(row):
+            yield event
+
+    async def _follow(self, row: TaskRow) -> AsyncGenerator[Event]:
+        """Events after the snapshot `row`, until the task ends or waits for input."""
+        if row.is_terminal:
+            return
+        seq = row.event_seq
+        async with self.notifier.watch(row.task_id) as wake:
+            while True:
+                wake.clear()
+                try:
+                    events = await self.store.events_after(row.task_id, seq)
+                except StoreUnavailable:
+                    events = []
+                for event_seq, body in events:
+                    seq = event_seq
+                    event = to_event(row, body)
+                    if event is not None:
+                        yield event
+                    if is_final_event(body):
+                        return
+                try:
+                    await asyncio.wait_for(wake.wait(), FALLBACK_POLL_S)
+                except TimeoutError:
+                    continue
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
+        owner = _owner(context)
+        await self._load(params.id, owner)
+        try:
+            row = await self.store.cancel_task(params.id, owner, "canceled at the caller's request")
+        except NotFound as exc:
+            raise TaskNotFoundError(f"task {params.id!r} does not exist") from exc
+        except Conflict as exc:
+            raise TaskNotCancelableError(f"{exc}; a finished task cannot be canceled") from exc
+        except StoreUnavailable as exc:
+            raise InternalError(f"{exc}; the task was not canceled, try again") from exc
+        await self.engine.cancel(row.task_id)
+        return to_task(row, None)
+
+    # ---- not offered yet -----------------------------------------------------------------
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError(
+            "push notifications are not offered yet; poll GetTask or use SubscribeToTask"
+        )
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError("push notifications are not offered yet")
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        raise PushNotificationNotSupportedError("push notifications are not offered yet")
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise PushNotificationNotSupportedError("push notifications are not offered yet")
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise ExtendedAgentCardNotConfiguredError("this agent has no extended card")

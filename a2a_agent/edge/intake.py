@@ -1,0 +1,98 @@
+"""Checks on an incoming message, and the new task it describes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.helpers.proto_helpers import get_data_parts
+from a2a.types.a2a_pb2 import Message, SendMessageRequest
+
+from a2a_agent.edge.convert import message_to_json
+from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
+from a2a_agent.plans import PlanLimits, parse_plan
+from persistence.records import NewTask
+
+INPUT_MODES = ("text/plain", "application/json")
+OUTPUT_MODES = ("text/plain", "application/json")
+MODEL_NOT_AVAILABLE = (
+    "This agent cannot work items without a `run` command yet: items worked by the model "
+    "are not available in this version. Give every plan item a `run` command (a shell "
+    "command the harness runs before `verify`)."
+)
+
+
+@dataclass(frozen=True)
+class Intake:
+    limits: PlanLimits
+    max_message_bytes: int
+
+    def check_message(self, request: SendMessageRequest) -> None:
+        message = request.message
+        size = message.ByteSize()
+        if size > self.max_message_bytes:
+            raise MessageTooLarge(
+                f"the message is {size} bytes; this agent accepts at most "
+                f"{self.max_message_bytes} (server setting A2A_AGENT_MAX_MESSAGE_BYTES)"
+            )
+        if not message.parts:
+            raise PlanError("the message has no parts; send a text part or a plan data part")
+        for n, part in enumerate(message.parts):
+            kind = part.WhichOneof("content")
+            if kind in ("raw", "url"):
+                raise ContentTypeError(
+                    f"part {n} is a file ({part.media_type or 'no media type'}); this agent "
+                    f"accepts only {' and '.join(INPUT_MODES)} parts"
+                )
+            if part.media_type and part.media_type not in INPUT_MODES:
+                raise ContentTypeError(
+                    f"part {n} has media type {part.media_type!r}; this agent accepts "
+                    f"{' and '.join(INPUT_MODES)}"
+                )
+        accepted = list(request.configuration.accepted_output_modes)
+        if accepted and not set(accepted) & set(OUTPUT_MODES):
+            raise ContentTypeError(
+                f"acceptedOutputModes {accepted} leaves nothing this agent can produce; "
+                f"it answers in {' and '.join(OUTPUT_MODES)}"
+            )
+
+    def new_task(self, task_id: str, owner: str, context_id: str, message: Message) -> NewTask:
+        plans: list[Any] = []
+        for data in get_data_parts(message.parts):
+            if isinstance(data, dict) and "plan" in data:
+                plans.append(data["plan"])
+            else:
+                raise PlanError(
+                    'a data part must be an object with a "plan" key; '
+                    f"got keys {sorted(data) if isinstance(data, dict) else type(data).__name__}"
+                )
+        if len(plans) > 1:
+            raise PlanError("the message carries more than one plan; send one plan per task")
+        text = "\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
+        first = message_to_json(message)
+        if not plans:
+            if not text.strip():
+                raise PlanError("the message has no text and no plan; say what to do")
+            return NewTask(
+                task_id=task_id,
+                owner=owner,
+                context_id=context_id,
+                goal=text.strip(),
+                first_message=first,
+                items=[],
+                rejection=MODEL_NOT_AVAILABLE,
+            )
+        plan = parse_plan(plans[0], self.limits)
+        needing_model = plan.items_needing_model
+        rejection = None
+        if needing_model:
+            rejection = f"Items {needing_model} have no `run` command. {MODEL_NOT_AVAILABLE}"
+        return NewTask(
+            task_id=task_id,
+            owner=owner,
+            context_id=context_id,
+            goal=plan.goal,
+            first_message=first,
+            items=plan.items,
+            rejection=rejection,
+        )

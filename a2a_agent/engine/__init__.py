@@ -1,0 +1,17 @@
+"""The run engine: durable execution of a task's plan, one checkpointed step at a time."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class RunEngine(Protocol):
+    """What the edge needs from the engine: start a task's run, stop it."""
+
+    async def start(self, task_id: str) -> None:
+        """Hand the task to a worker; starting the same task twice is a no-op."""
+        ...
+
+    async def cancel(self, task_id: str) -> None:
+        """Stop the task's run at its next step boundary (the state is already canceled)."""
+        ...

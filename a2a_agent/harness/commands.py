@@ -1,0 +1,99 @@
+"""Run a shell command in a workspace with a timeout, keeping only the tail of its output."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    exit_code: int
+    output_tail: str
+    timed_out: bool
+    duration_s: float
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CommandResult:
+        return cls(
+            command=str(data["command"]),
+            exit_code=int(data["exit_code"]),
+            output_tail=str(data["output_tail"]),
+            timed_out=bool(data["timed_out"]),
+            duration_s=float(data["duration_s"]),
+        )
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def run_command(
+    command: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float, tail_bytes: int
+) -> CommandResult:
+    """Run `command` with bash in `cwd`. Exit code 124 with timed_out=True means it was killed.
+
+    The command gets its own process group so a timeout or a cancellation kills everything it
+    started, not just the shell.
+    """
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/bash",
+        "-c",
+        command,
+        cwd=cwd,
+        env=dict(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    tail = bytearray()
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(65536):
+            tail.extend(chunk)
+            if len(tail) > tail_bytes:
+                del tail[: len(tail) - tail_bytes]
+
+    timed_out = False
+    try:
+        await asyncio.wait_for(asyncio.gather(pump(), proc.wait()), timeout=timeout_s)
+    except TimeoutError:
+        timed_out = True
+        _kill_group(proc.pid)
+        await proc.wait()
+    except asyncio.CancelledError:
+        _kill_group(proc.pid)
+        raise
+    else:
+        # The shell exited; do not leave background children of the command behind.
+        _kill_group(proc.pid)
+    exit_code = 124 if timed_out else (proc.returncode if proc.returncode is not None else -1)
+    text = tail.decode("utf-8", errors="replace")
+    if timed_out:
+        text += f"\n[a2a-agent: killed after {timeout_s:g} s timeout]"
+    return CommandResult(
+        command=command,
+        exit_code=exit_code,
+        output_tail=text,
+        timed_out=timed_out,
+        duration_s=round(time.monotonic() - started, 3),
+    )

@@ -1,0 +1,86 @@
+"""plan.json and progress.md, rendered from the stored items and transitions.
+
+Both files are derived from the database on every transition, so a step that re-runs after a
+crash rewrites them identically instead of appending a second entry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+from persistence.records import ItemRow, TransitionRow
+
+
+def plan_document(task_id: str, goal: str, items: Sequence[ItemRow]) -> str:
+    doc = {
+        "task_id": task_id,
+        "goal": goal,
+        "items": [
+            {
+                "id": i.item_id,
+                "title": i.title,
+                "status": i.status,
+                "attempts": i.attempts,
+                "max_attempts": i.max_attempts,
+                "run": i.run,
+                "verify": i.verify_command,
+                "evidence": i.evidence,
+                "commit": i.commit_sha,
+            }
+            for i in items
+        ],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+
+
+def _next_item(items: Sequence[ItemRow]) -> str:
+    for item in items:
+        if item.status not in ("done", "failed"):
+            return f"item `{item.item_id}`: {item.title}"
+    return "nothing; every item has an outcome"
+
+
+def progress_document(
+    task_id: str, goal: str, items: Sequence[ItemRow], transitions: Sequence[TransitionRow]
+) -> str:
+    lines = [
+        f"# Progress: {goal}",
+        "",
+        f"Task `{task_id}`. Written by the harness from its records at every transition;",
+        "the newest entry is last.",
+        "",
+    ]
+    for t in transitions:
+        subject = "task" if t.item_id is None else f"item `{t.item_id}`"
+        attempt = f" (attempt {t.attempt})" if t.attempt else ""
+        change = t.to_state if t.from_state is None else f"{t.from_state} -> {t.to_state}"
+        lines.append(f"- {_stamp(t.at)}: {subject}{attempt} {change}: {t.reason}")
+    done = sum(1 for i in items if i.status == "done")
+    failed = sum(1 for i in items if i.status == "failed")
+    lines += [
+        "",
+        "## Now",
+        "",
+        f"- Done: {done} of {len(items)}; failed: {failed}.",
+        f"- Next: {_next_item(items)}.",
+    ]
+    for item in items:
+        if item.status == "failed" and item.evidence:
+            ev = item.evidence
+            lines += [
+                "",
+                f"## Failure of item `{item.item_id}`",
+                "",
+                f"`{ev.get('command')}` exited {ev.get('exit_code')}. Output tail:",
+                "",
+                "```",
+                str(ev.get("output_tail", "")).rstrip(),
+                "```",
+            ]
+    return "\n".join(lines) + "\n"

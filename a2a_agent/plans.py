@@ -1,0 +1,137 @@
+"""Caller-given plans: parse and validate a plan DataPart into items the store can keep."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from a2a_agent.errors import PlanError
+from persistence.records import NewItem
+
+ITEM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ITEM_KEYS = frozenset({"id", "title", "run", "verify", "max_attempts"})
+VERIFY_KEYS = frozenset({"command", "timeout_s"})
+PLAN_KEYS = frozenset({"goal", "items"})
+MAX_ATTEMPTS_CAP = 20
+
+
+@dataclass(frozen=True)
+class PlanLimits:
+    max_items: int
+    default_max_attempts: int
+    default_verify_timeout_s: int
+    max_verify_timeout_s: int
+
+
+@dataclass(frozen=True)
+class ParsedPlan:
+    goal: str
+    items: list[NewItem]
+
+    @property
+    def items_needing_model(self) -> list[str]:
+        return [i.item_id for i in self.items if i.run is None]
+
+
+def _whole_number(value: Any, where: str, *, low: int, high: int) -> int:
+    # DataPart numbers arrive as floats (protobuf Value), so 2 comes back as 2.0.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PlanError(f"{where} must be a whole number, got {type(value).__name__}")
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        raise PlanError(f"{where} must be a whole number, got {value}")
+    number = int(value)
+    if not low <= number <= high:
+        raise PlanError(f"{where} must be between {low} and {high}, got {number}")
+    return number
+
+
+def _command(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise PlanError(f"{where} must be a string (a shell command), got {type(value).__name__}")
+    if not value.strip():
+        raise PlanError(f"{where} must not be empty")
+    return value
+
+
+def _unknown(keys: Any, allowed: frozenset[str], where: str) -> None:
+    extra = sorted(set(keys) - allowed)
+    if extra:
+        raise PlanError(f"{where} has unknown field(s) {extra}; allowed: {sorted(allowed)}")
+
+
+def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
+    """Validate the value of a `{"plan": ...}` DataPart. Raises PlanError naming the problem."""
+    if not isinstance(data, Mapping):
+        raise PlanError('"plan" must be an object with "goal" and "items"')
+    _unknown(data.keys(), PLAN_KEYS, "the plan")
+    goal = data.get("goal")
+    if not isinstance(goal, str) or not goal.strip():
+        raise PlanError("plan.goal must be a non-empty string saying what the plan achieves")
+    raw_items = data.get("items")
+    if not isinstance(raw_items, list) or not raw_items:
+        raise PlanError(
+            "plan.items must be a non-empty list; a plan without items has nothing to do"
+        )
+    if len(raw_items) > limits.max_items:
+        raise PlanError(f"plan.items has {len(raw_items)} items; the limit is {limits.max_items}")
+    items: list[NewItem] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(raw_items):
+        where = f"plan.items[{n}]"
+        if not isinstance(raw, Mapping):
+            raise PlanError(f"{where} must be an object")
+        _unknown(raw.keys(), ITEM_KEYS, where)
+        item_id = raw.get("id")
+        if not isinstance(item_id, str) or not ITEM_ID.match(item_id):
+            raise PlanError(
+                f"{where}.id must be a string of letters, digits, '.', '_' or '-' "
+                f"(at most 64, starting with a letter or digit), got {item_id!r}"
+            )
+        if item_id in seen:
+            raise PlanError(f"item id {item_id!r} appears twice; item ids must be unique")
+        seen.add(item_id)
+        where = f"item {item_id!r}"
+        title = raw.get("title", item_id)
+        if not isinstance(title, str) or not title.strip():
+            raise PlanError(f"{where}: title must be a non-empty string")
+        run = raw.get("run")
+        if run is not None:
+            run = _command(run, f"{where}: run")
+        if "verify" not in raw:
+            raise PlanError(
+                f"{where} has no verify command; every item needs one, and its exit code 0 "
+                "is what marks the item done"
+            )
+        verify = raw["verify"]
+        timeout = limits.default_verify_timeout_s
+        if isinstance(verify, Mapping):
+            _unknown(verify.keys(), VERIFY_KEYS, f"{where}: verify")
+            if "timeout_s" in verify:
+                timeout = _whole_number(
+                    verify["timeout_s"],
+                    f"{where}: verify.timeout_s",
+                    low=1,
+                    high=limits.max_verify_timeout_s,
+                )
+            command = _command(verify.get("command"), f"{where}: verify.command")
+        else:
+            command = _command(verify, f"{where}: verify")
+        attempts = limits.default_max_attempts
+        if "max_attempts" in raw:
+            attempts = _whole_number(
+                raw["max_attempts"], f"{where}: max_attempts", low=1, high=MAX_ATTEMPTS_CAP
+            )
+        items.append(
+            NewItem(
+                item_id=item_id,
+                title=title,
+                run=run,
+                verify_command=command,
+                verify_timeout_s=timeout,
+                max_attempts=attempts,
+            )
+        )
+    return ParsedPlan(goal=goal, items=items)

@@ -1,0 +1,91 @@
+"""The runtime: one object that opens and closes everything a process needs."""
+
+from __future__ import annotations
+
+import os
+import socket
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from types import TracebackType
+
+from a2a_agent.database import sqlalchemy_url
+from a2a_agent.engine.dbos_engine import DbosEngine
+from a2a_agent.harness.plan_harness import HarnessConfig, PlanHarness
+from a2a_agent.settings import APPLICATION_VERSION, Settings
+from persistence.migrate import current_version, latest_version, migrate
+from persistence.notify import TaskNotifier
+from persistence.store import PostgresTaskStore
+
+
+@dataclass
+class Health:
+    database: bool
+    schema_current: bool
+
+    @property
+    def ready(self) -> bool:
+        return self.database and self.schema_current
+
+
+class Runtime:
+    """Built once per process by the app factory (or the worker command)."""
+
+    def __init__(self, settings: Settings, conninfo: str, *, role: str) -> None:
+        self.settings = settings
+        self.conninfo = conninfo
+        self.role = role
+        self.pool = PostgresTaskStore.create_pool(conninfo, max_size=settings.db_pool_max)
+        self.store = PostgresTaskStore(self.pool)
+        self.notifier = TaskNotifier(conninfo)
+        self.harness = PlanHarness(
+            self.store,
+            HarnessConfig(
+                workspaces=settings.workspaces,
+                command_env=settings.command_env,
+                command_timeout_s=settings.command_timeout_s,
+                output_tail_bytes=settings.output_tail_bytes,
+                executor_id=settings.executor_id,
+            ),
+        )
+        self.engine = DbosEngine(
+            store=self.store,
+            harness=self.harness,
+            system_database_url=sqlalchemy_url(conninfo),
+            executor_id=settings.executor_id,
+            application_version=APPLICATION_VERSION,
+            run_worker=settings.run_worker,
+            worker_concurrency=settings.worker_concurrency,
+            reconcile_interval_s=settings.reconcile_interval_s,
+        )
+        self._stack = AsyncExitStack()
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+
+    async def __aenter__(self) -> Runtime:
+        await migrate(self.conninfo)
+        self.settings.workspaces.mkdir(parents=True, exist_ok=True)
+        await self.pool.open(wait=True, timeout=30)
+        self._stack.push_async_callback(self.pool.close)
+        await self.notifier.start()
+        self._stack.push_async_callback(self.notifier.stop)
+        await self.engine.launch()
+        self._stack.push_async_callback(self.engine.shutdown)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stack.aclose()
+
+    async def health(self) -> Health:
+        database = await self.store.ping()
+        schema_current = False
+        if database:
+            try:
+                schema_current = await current_version(self.conninfo) == latest_version()
+            except OSError:
+                schema_current = False
+        return Health(database=database, schema_current=schema_current)

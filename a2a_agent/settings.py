@@ -1,0 +1,105 @@
+"""Settings, read once from the environment into a typed object."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from a2a_agent.errors import ConfigError
+
+# Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
+# cannot express; every in-flight run is recovered only by a process with the same version.
+APPLICATION_VERSION = "a2a-agent-1"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the service reads from its environment, read once at start-up."""
+
+    home: Path
+    database_url: str | None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    public_url: str | None = None
+    executor_id: str = ""
+    run_worker: bool = True
+    worker_concurrency: int = 4
+    max_message_bytes: int = 256 * 1024
+    max_plan_items: int = 200
+    command_timeout_s: int = 1800
+    verify_timeout_s: int = 600
+    output_tail_bytes: int = 4000
+    default_max_attempts: int = 2
+    reconcile_interval_s: float = 10.0
+    agent_card_path: Path = field(default_factory=lambda: REPO_ROOT / "agent_card.json")
+    command_env: Mapping[str, str] = field(default_factory=dict)
+    db_pool_max: int = 10
+
+    @property
+    def workspaces(self) -> Path:
+        return self.home / "workspaces"
+
+    @property
+    def url(self) -> str:
+        return self.public_url or f"http://{self.host}:{self.port}"
+
+    def with_overrides(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, *, role: str = "serve") -> Settings:
+        env = os.environ if env is None else env
+        home = Path(env.get("A2A_AGENT_HOME") or "./.a2a-agent").resolve()
+        port = _int(env, "A2A_AGENT_PORT", 8000, minimum=0)
+        executor_id = env.get("A2A_AGENT_EXECUTOR_ID") or f"{socket.gethostname()}-{role}"
+        # Commands the harness runs see a small, predictable environment, never our secrets.
+        passthrough = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
+        command_env = {name: env[name] for name in passthrough if name in env}
+        return cls(
+            home=home,
+            database_url=env.get("DATABASE_URL") or None,
+            host=env.get("A2A_AGENT_HOST") or "127.0.0.1",
+            port=port,
+            public_url=env.get("A2A_AGENT_PUBLIC_URL") or None,
+            executor_id=executor_id,
+            worker_concurrency=_int(env, "A2A_AGENT_WORKER_CONCURRENCY", 4, minimum=1),
+            max_message_bytes=_int(env, "A2A_AGENT_MAX_MESSAGE_BYTES", 256 * 1024, minimum=1024),
+            max_plan_items=_int(env, "A2A_AGENT_MAX_PLAN_ITEMS", 200, minimum=1),
+            command_timeout_s=_int(env, "A2A_AGENT_COMMAND_TIMEOUT_S", 1800, minimum=1),
+            verify_timeout_s=_int(env, "A2A_AGENT_VERIFY_TIMEOUT_S", 600, minimum=1),
+            reconcile_interval_s=_float(env, "A2A_AGENT_RECONCILE_INTERVAL_S", 10.0),
+            agent_card_path=Path(env.get("A2A_AGENT_CARD") or REPO_ROOT / "agent_card.json"),
+            command_env=command_env,
+            db_pool_max=_int(env, "A2A_AGENT_DB_POOL_MAX", 10, minimum=2),
+        )

@@ -1,0 +1,1 @@
+"""Our PostgreSQL schema, migrations, named queries and the task store (psycopg 3)."""

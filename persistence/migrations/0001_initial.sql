@@ -1,0 +1,76 @@
+-- Tasks, plan items, transitions, events and the effects ledger.
+
+CREATE TABLE tasks (
+    id             text PRIMARY KEY,
+    owner          text NOT NULL DEFAULT '',
+    context_id     text NOT NULL,
+    state          text NOT NULL CHECK (state IN ('submitted', 'working', 'input_required',
+                        'auth_required', 'completed', 'failed', 'canceled', 'rejected')),
+    status_text    text,
+    status_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    goal           text NOT NULL,
+    history        jsonb NOT NULL DEFAULT '[]'::jsonb,
+    metadata       jsonb NOT NULL DEFAULT '{}'::jsonb,
+    plan           jsonb,
+    report         jsonb,
+    transition_seq integer NOT NULL DEFAULT 0,
+    event_seq      integer NOT NULL DEFAULT 0,
+    created_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX tasks_owner_status_at ON tasks (owner, status_at DESC, id DESC);
+CREATE INDEX tasks_owner_context ON tasks (owner, context_id);
+CREATE INDEX tasks_unfinished ON tasks (state) WHERE state IN ('submitted', 'working');
+
+CREATE TABLE items (
+    task_id          text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    position         integer NOT NULL,
+    item_id          text NOT NULL,
+    title            text NOT NULL,
+    run              text,
+    verify_command   text NOT NULL,
+    verify_timeout_s integer NOT NULL,
+    max_attempts     integer NOT NULL CHECK (max_attempts >= 1),
+    status           text NOT NULL DEFAULT 'pending'
+                         CHECK (status IN ('pending', 'in_progress', 'verifying', 'done', 'failed')),
+    attempts         integer NOT NULL DEFAULT 0,
+    evidence         jsonb,
+    commit_sha       text,
+    updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (task_id, item_id),
+    UNIQUE (task_id, position)
+);
+
+CREATE TABLE transitions (
+    task_id    text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    seq        integer NOT NULL,
+    item_id    text,
+    attempt    integer,
+    from_state text,
+    to_state   text NOT NULL,
+    reason     text NOT NULL,
+    at         timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (task_id, seq)
+);
+
+CREATE TABLE events (
+    task_id text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    seq     integer NOT NULL,
+    body    jsonb NOT NULL,
+    at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (task_id, seq)
+);
+
+CREATE TABLE effects (
+    key          text PRIMARY KEY,
+    task_id      text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    item_id      text,
+    attempt      integer,
+    step         text NOT NULL,
+    status       text NOT NULL CHECK (status IN ('started', 'completed')),
+    runs         integer NOT NULL DEFAULT 1,
+    result       jsonb,
+    started_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    completed_at timestamptz
+);
+CREATE INDEX effects_task ON effects (task_id);

@@ -1,0 +1,78 @@
+"""Wake-ups for task events: one LISTEN connection per process fans NOTIFYs out to waiters."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator
+
+import psycopg
+
+log = logging.getLogger(__name__)
+CHANNEL = "a2a_task_events"
+
+
+class TaskNotifier:
+    """Waiters register per task id; a NOTIFY on commit wakes them to read new event rows.
+
+    Notifications are only a hint: readers always re-read the events table, and they also
+    wake on a timeout, so a dropped connection delays an event but never loses it.
+    """
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._listen(), name="task-notifier")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _wake_all(self) -> None:
+        for waiters in self._waiters.values():
+            for event in waiters:
+                event.set()
+
+    async def _listen(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True
+                ) as conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self.connected.set()
+                    delay = 0.2
+                    self._wake_all()  # anything committed while we were away
+                    async for note in conn.notifies():
+                        for event in self._waiters.get(note.payload, ()):
+                            event.set()
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                self.connected.clear()
+                log.warning("event listener lost its connection (%s); retrying", exc)
+                self._wake_all()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    @contextlib.asynccontextmanager
+    async def watch(self, task_id: str) -> AsyncIterator[asyncio.Event]:
+        """An event set whenever task `task_id` may have new rows; clear it before re-reading."""
+        event = asyncio.Event()
+        self._waiters[task_id].add(event)
+        try:
+            yield event
+        finally:
+            waiters = self._waiters.get(task_id)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    del self._waiters[task_id]

@@ -1,0 +1,24 @@
+-- name: create_version_table
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+)
+
+-- name: lock_migrations
+SELECT pg_advisory_xact_lock(7272001)
+
+-- name: applied_versions
+SELECT version FROM schema_migrations ORDER BY version
+
+-- name: record_version
+INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s)
+
+-- name: has_tables
+SELECT EXISTS (
+    SELECT 1 FROM information_schema.tables
+    WHERE table_schema = current_schema() AND table_name = 'tasks'
+) AS present
+
+-- name: ping
+SELECT 1 AS ok

@@ -1,0 +1,137 @@
+"""Plain records the store takes and returns; no driver or protocol types cross this line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+JSON = dict[str, Any]
+
+TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "rejected"})
+INTERRUPTED_STATES = frozenset({"input_required", "auth_required"})
+
+
+@dataclass(frozen=True)
+class NewItem:
+    item_id: str
+    title: str
+    run: str | None
+    verify_command: str
+    verify_timeout_s: int
+    max_attempts: int
+
+
+@dataclass(frozen=True)
+class NewTask:
+    task_id: str
+    owner: str
+    context_id: str
+    goal: str
+    first_message: JSON
+    items: list[NewItem]
+    rejection: str | None = None
+    metadata: JSON = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    task_id: str
+    owner: str
+    context_id: str
+    state: str
+    status_text: str | None
+    status_at: datetime
+    history: list[JSON]
+    metadata: JSON
+    plan: JSON | None
+    report: JSON | None
+    event_seq: int
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+@dataclass(frozen=True)
+class ItemRow:
+    item_id: str
+    position: int
+    title: str
+    run: str | None
+    verify_command: str
+    verify_timeout_s: int
+    max_attempts: int
+    status: str
+    attempts: int
+    evidence: JSON | None
+    commit_sha: str | None
+
+
+@dataclass(frozen=True)
+class TransitionRow:
+    seq: int
+    item_id: str | None
+    attempt: int | None
+    from_state: str | None
+    to_state: str
+    reason: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Transition:
+    to_state: str
+    reason: str
+    item_id: str | None = None
+    attempt: int | None = None
+    from_state: str | None = None
+
+
+@dataclass(frozen=True)
+class ItemChange:
+    item_id: str
+    status: str
+    attempts: int
+    evidence: JSON | None = None
+    commit_sha: str | None = None
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """Everything one checkpointed step changes, written in one transaction.
+
+    `effect_key` makes the write idempotent: a step that re-runs after a crash finds its
+    effect completed and gets the stored result back instead of writing twice.
+    """
+
+    effect_key: str
+    step: str
+    result: JSON
+    item: ItemChange | None = None
+    task_state: str | None = None
+    status_text: str | None = None
+    transitions: list[Transition] = field(default_factory=list)
+    report: JSON | None = None
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    result: JSON
+    replayed: bool
+    task_state: str
+
+
+@dataclass(frozen=True)
+class EffectRow:
+    key: str
+    status: str
+    runs: int
+    result: JSON | None
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    tasks: list[TaskRow]
+    total: int
+    next_cursor: str | None

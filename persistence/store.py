@@ -1,0 +1,455 @@
+"""PostgreSQL store for tasks, items, transitions, events and effects (psycopg 3 + pool)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, Protocol
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
+from persistence.records import (
+    JSON,
+    TERMINAL_STATES,
+    EffectRow,
+    ItemRow,
+    NewTask,
+    StepOutcome,
+    StepRecord,
+    TaskPage,
+    TaskRow,
+    Transition,
+    TransitionRow,
+)
+from persistence.sql import q
+
+Conn = psycopg.AsyncConnection[dict[str, Any]]
+
+
+class TaskStore(Protocol):
+    """What the edge and the run engine need from storage."""
+
+    async def create_task(self, new: NewTask) -> TaskRow: ...
+    async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None: ...
+    async def list_tasks(
+        self,
+        owner: str,
+        *,
+        context_id: str | None,
+        state: str | None,
+        after: datetime | None,
+        page_size: int,
+        cursor: str | None,
+    ) -> TaskPage: ...
+    async def append_message(self, task_id: str, owner: str, message: JSON) -> TaskRow: ...
+    async def cancel_task(self, task_id: str, owner: str, reason: str) -> TaskRow: ...
+    async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]: ...
+    async def get_items(self, task_id: str) -> list[ItemRow]: ...
+    async def get_transitions(self, task_id: str) -> list[TransitionRow]: ...
+    async def start_effect(
+        self, key: str, task_id: str, item_id: str | None, attempt: int | None, step: str
+    ) -> EffectRow: ...
+    async def get_effect(self, key: str) -> EffectRow | None: ...
+    async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome: ...
+    async def submitted_task_ids(self, older_than_s: float) -> list[str]: ...
+
+
+def _task(row: dict[str, Any]) -> TaskRow:
+    return TaskRow(
+        task_id=row["task_id"],
+        owner=row["owner"],
+        context_id=row["context_id"],
+        state=row["state"],
+        status_text=row["status_text"],
+        status_at=row["status_at"],
+        history=row["history"],
+        metadata=row["metadata"],
+        plan=row["plan"],
+        report=row["report"],
+        event_seq=row["event_seq"],
+    )
+
+
+def _effect(row: dict[str, Any]) -> EffectRow:
+    return EffectRow(key=row["key"], status=row["status"], runs=row["runs"], result=row["result"])
+
+
+def encode_cursor(status_at: datetime, task_id: str) -> str:
+    raw = json.dumps([status_at.isoformat(), task_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        at, task_id = json.loads(base64.urlsafe_b64decode(padded))
+        return datetime.fromisoformat(at), str(task_id)
+    except (ValueError, TypeError) as exc:
+        raise StoreError(f"page token {cursor!r} is not one this server issued") from exc
+
+
+class PostgresTaskStore:
+    """The one real TaskStore. Every public method is one transaction."""
+
+    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+        self._pool = pool
+
+    @classmethod
+    def create_pool(cls, conninfo: str, *, max_size: int = 10) -> AsyncConnectionPool[Conn]:
+        return AsyncConnectionPool(
+            conninfo,
+            min_size=min(2, max_size),
+            max_size=max_size,
+            open=False,
+            kwargs={"row_factory": dict_row},
+            check=AsyncConnectionPool.check_connection,
+            reconnect_timeout=3600,
+        )
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[Conn]:
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except psycopg.errors.IntegrityError as exc:
+            raise Conflict(str(exc).strip()) from exc
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            raise StoreUnavailable(f"database unavailable: {str(exc).strip()}") from exc
+        except TimeoutError as exc:  # pool checkout timed out: the database is down or saturated
+            raise StoreUnavailable("no database connection available") from exc
+
+    async def ping(self) -> bool:
+        try:
+            async with self._tx() as conn:
+                await conn.execute(q("ping"))
+        except StoreUnavailable:
+            return False
+        return True
+
+    async def create_task(self, new: NewTask) -> TaskRow:
+        async with self._tx() as conn:
+            await conn.execute(
+                q("insert_task"),
+                {
+                    "task_id": new.task_id,
+                    "owner": new.owner,
+                    "context_id": new.context_id,
+                    "status_text": "Accepted; waiting for a worker."
+                    if new.rejection is None
+                    else None,
+                    "goal": new.goal,
+                    "first_message": Jsonb(new.first_message),
+                    "metadata": Jsonb(new.metadata),
+                },
+                prepare=True,
+            )
+            for position, item in enumerate(new.items):
+                await conn.execute(
+                    q("insert_item"),
+                    {
+                        "task_id": new.task_id,
+                        "position": position,
+                        "item_id": item.item_id,
+                        "title": item.title,
+                        "run": item.run,
+                        "verify_command": item.verify_command,
+                        "verify_timeout_s": item.verify_timeout_s,
+                        "max_attempts": item.max_attempts,
+                    },
+                    prepare=True,
+                )
+            transitions = [Transition(to_state="submitted", reason="task received")]
+            state, text = "submitted", "Accepted; waiting for a worker."
+            if new.rejection is not None:
+                transitions.append(
+                    Transition(from_state="submitted", to_state="rejected", reason=new.rejection)
+                )
+                state, text = "rejected", new.rejection
+            await self._apply(
+                conn,
+                new.task_id,
+                transitions=transitions,
+                task_state=state,
+                status_text=text,
+                seq=0,
+                event_seq=0,
+                items_changed=bool(new.items),
+            )
+            cur = await conn.execute(q("get_task_any_owner"), {"task_id": new.task_id})
+            row = await cur.fetchone()
+        assert row is not None
+        return _task(row)
+
+    async def _apply(
+        self,
+        conn: Conn,
+        task_id: str,
+        *,
+        transitions: Sequence[Transition],
+        task_state: str | None,
+        status_text: str | None,
+        seq: int,
+        event_seq: int,
+        items_changed: bool,
+        report: JSON | None = None,
+    ) -> None:
+        """Write transitions, the task's new status, its derived summary and its events."""
+        for t in transitions:
+            seq += 1
+            await conn.execute(
+                q("insert_transition"),
+                {
+                    "task_id": task_id,
+                    "seq": seq,
+                    "item_id": t.item_id,
+                    "attempt": t.attempt,
+                    "from_state": t.from_state,
+                    "to_state": t.to_state,
+                    "reason": t.reason,
+                },
+                prepare=True,
+            )
+        if task_state is not None:
+            await conn.execute(
+                q("update_task_state"),
+                {
+                    "task_id": task_id,
+                    "state": task_state,
+                    "status_text": status_text,
+                    "transition_seq": seq,
+                },
+                prepare=True,
+            )
+        elif transitions:
+            await conn.execute(
+                q("set_transition_seq"), {"task_id": task_id, "transition_seq": seq}, prepare=True
+            )
+        if report is not None:
+            await conn.execute(q("set_report"), {"task_id": task_id, "report": Jsonb(report)})
+        if items_changed:
+            await conn.execute(q("refresh_summary"), {"task_id": task_id}, prepare=True)
+            event_seq += 1
+            await conn.execute(
+                q("insert_artifact_event"),
+                {"task_id": task_id, "seq": event_seq, "name": "plan"},
+                prepare=True,
+            )
+        if report is not None:
+            event_seq += 1
+            await conn.execute(
+                q("insert_artifact_event"), {"task_id": task_id, "seq": event_seq, "name": "report"}
+            )
+        if task_state is not None:
+            event_seq += 1
+            await conn.execute(
+                q("insert_status_event"), {"task_id": task_id, "seq": event_seq}, prepare=True
+            )
+        await conn.execute(
+            q("set_event_seq"), {"task_id": task_id, "event_seq": event_seq}, prepare=True
+        )
+        await conn.execute(q("notify_task"), {"task_id": task_id}, prepare=True)
+
+    async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None:
+        async with self._tx() as conn:
+            if owner is None:
+                cur = await conn.execute(
+                    q("get_task_any_owner"), {"task_id": task_id}, prepare=True
+                )
+            else:
+                cur = await conn.execute(
+                    q("get_task"), {"task_id": task_id, "owner": owner}, prepare=True
+                )
+            row = await cur.fetchone()
+        return _task(row) if row else None
+
+    async def list_tasks(
+        self,
+        owner: str,
+        *,
+        context_id: str | None,
+        state: str | None,
+        after: datetime | None,
+        page_size: int,
+        cursor: str | None,
+    ) -> TaskPage:
+        cursor_at, cursor_id = decode_cursor(cursor) if cursor else (None, None)
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                q("list_tasks"),
+                {
+                    "owner": owner,
+                    "context_id": context_id,
+                    "state": state,
+                    "after": after,
+                    "cursor_at": cursor_at,
+                    "cursor_id": cursor_id,
+                    "limit": page_size + 1,
+                },
+                prepare=True,
+            )
+            rows = await cur.fetchall()
+        total = rows[0]["total"] if rows else 0
+        tasks = [_task(r) for r in rows[:page_size]]
+        next_cursor = None
+        if len(rows) > page_size:
+            last = tasks[-1]
+            next_cursor = encode_cursor(last.status_at, last.task_id)
+        return TaskPage(tasks=tasks, total=total, next_cursor=next_cursor)
+
+    async def append_message(self, task_id: str, owner: str, message: JSON) -> TaskRow:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("lock_owned_task"), {"task_id": task_id, "owner": owner})
+            locked = await cur.fetchone()
+            if locked is None:
+                raise NotFound(task_id)
+            if locked["state"] in TERMINAL_STATES:
+                raise Conflict(f"task {task_id} is {locked['state']}")
+            await conn.execute(q("append_history"), {"task_id": task_id, "message": Jsonb(message)})
+            cur = await conn.execute(q("get_task_any_owner"), {"task_id": task_id})
+            row = await cur.fetchone()
+        assert row is not None
+        return _task(row)
+
+    async def cancel_task(self, task_id: str, owner: str, reason: str) -> TaskRow:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("lock_owned_task"), {"task_id": task_id, "owner": owner})
+            locked = await cur.fetchone()
+            if locked is None:
+                raise NotFound(task_id)
+            if locked["state"] in TERMINAL_STATES:
+                raise Conflict(f"task {task_id} is already {locked['state']}")
+            await self._apply(
+                conn,
+                task_id,
+                transitions=[
+                    Transition(from_state=locked["state"], to_state="canceled", reason=reason)
+                ],
+                task_state="canceled",
+                status_text=reason,
+                seq=locked["transition_seq"],
+                event_seq=locked["event_seq"],
+                items_changed=False,
+            )
+            cur = await conn.execute(q("get_task_any_owner"), {"task_id": task_id})
+            row = await cur.fetchone()
+        assert row is not None
+        return _task(row)
+
+    async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                q("events_after"), {"task_id": task_id, "after": after}, prepare=True
+            )
+            return [(r["seq"], r["body"]) for r in await cur.fetchall()]
+
+    async def get_items(self, task_id: str) -> list[ItemRow]:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("get_items"), {"task_id": task_id}, prepare=True)
+            return [ItemRow(**r) for r in await cur.fetchall()]
+
+    async def get_transitions(self, task_id: str) -> list[TransitionRow]:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("get_transitions"), {"task_id": task_id})
+            return [TransitionRow(**r) for r in await cur.fetchall()]
+
+    async def get_effect(self, key: str) -> EffectRow | None:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("get_effect"), {"key": key}, prepare=True)
+            row = await cur.fetchone()
+        return _effect(row) if row else None
+
+    async def start_effect(
+        self, key: str, task_id: str, item_id: str | None, attempt: int | None, step: str
+    ) -> EffectRow:
+        """Record that an effect is about to run; a completed effect is returned untouched."""
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                q("start_effect"),
+                {
+                    "key": key,
+                    "task_id": task_id,
+                    "item_id": item_id,
+                    "attempt": attempt,
+                    "step": step,
+                },
+                prepare=True,
+            )
+            row = await cur.fetchone()
+            if row is None:  # the conflict clause skipped a completed effect
+                cur = await conn.execute(q("get_effect"), {"key": key})
+                row = await cur.fetchone()
+        assert row is not None
+        return _effect(row)
+
+    async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("lock_task"), {"task_id": task_id}, prepare=True)
+            locked = await cur.fetchone()
+            if locked is None:
+                raise NotFound(task_id)
+            cur = await conn.execute(q("lock_effect"), {"key": record.effect_key}, prepare=True)
+            effect = await cur.fetchone()
+            if effect is not None and effect["status"] == "completed":
+                return StepOutcome(
+                    result=effect["result"], replayed=True, task_state=locked["state"]
+                )
+            if locked["state"] in TERMINAL_STATES:
+                # Canceled (or stopped) while the step ran: keep the evidence, change nothing else.
+                await self._complete_effect(conn, task_id, record)
+                return StepOutcome(result=record.result, replayed=False, task_state=locked["state"])
+            if record.item is not None:
+                await conn.execute(
+                    q("update_item"),
+                    {
+                        "task_id": task_id,
+                        "item_id": record.item.item_id,
+                        "status": record.item.status,
+                        "attempts": record.item.attempts,
+                        "evidence": Jsonb(record.item.evidence) if record.item.evidence else None,
+                        "commit_sha": record.item.commit_sha,
+                    },
+                    prepare=True,
+                )
+            text = record.status_text if record.status_text is not None else locked["status_text"]
+            await self._apply(
+                conn,
+                task_id,
+                transitions=record.transitions,
+                task_state=record.task_state,
+                status_text=text,
+                seq=locked["transition_seq"],
+                event_seq=locked["event_seq"],
+                items_changed=record.item is not None,
+                report=record.report,
+            )
+            await self._complete_effect(conn, task_id, record)
+            new_state = record.task_state or locked["state"]
+        return StepOutcome(result=record.result, replayed=False, task_state=new_state)
+
+    async def _complete_effect(self, conn: Conn, task_id: str, record: StepRecord) -> None:
+        item_id = record.item.item_id if record.item else None
+        attempt = record.item.attempts if record.item else None
+        await conn.execute(
+            q("complete_effect"),
+            {
+                "key": record.effect_key,
+                "task_id": task_id,
+                "item_id": item_id,
+                "attempt": attempt,
+                "step": record.step,
+                "result": Jsonb(record.result),
+            },
+            prepare=True,
+        )
+
+    async def submitted_task_ids(self, older_than_s: float) -> list[str]:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("submitted_tasks"), {"older_than_s": older_than_s})
+            return [r["task_id"] for r in await cur.fetchall()]
