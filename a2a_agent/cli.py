@@ -9,8 +9,9 @@ import signal
 import sys
 
 import uvicorn
+from dbos import run_dbos_database_migrations
 
-from a2a_agent.database import resolve_database_url
+from a2a_agent.database import resolve_database_url, sqlalchemy_url
 from a2a_agent.errors import AgentError
 from a2a_agent.runtime import Runtime
 from a2a_agent.settings import Settings
@@ -72,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         conninfo = resolve_database_url(settings.database_url, settings.home)
         if args.command == "migrate":
             applied = asyncio.run(migrate(conninfo))
-            print(f"migrated: applied {applied or 'nothing (already current)'}")
+            run_dbos_database_migrations(sqlalchemy_url(conninfo))
+            print(
+                f"migrated: applied {applied or 'nothing (already current)'}; engine schema current"
+            )
             return 0
         if args.command == "worker":
             asyncio.run(_worker(settings, conninfo))

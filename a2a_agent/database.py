@@ -6,9 +6,11 @@ import json
 import logging
 import os
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from a2a_agent.errors import ConfigError
 
@@ -81,8 +83,24 @@ def resolve_database_url(database_url: str | None, home: Path) -> str:
 
 
 def sqlalchemy_url(conninfo: str) -> str:
-    """DBOS reaches PostgreSQL through SQLAlchemy; make it use psycopg 3, our only driver."""
-    for prefix in ("postgresql://", "postgres://"):
-        if conninfo.startswith(prefix):
-            return "postgresql+psycopg://" + conninfo[len(prefix) :]
-    return conninfo
+    """DBOS reaches PostgreSQL through SQLAlchemy; give it a URL that uses psycopg 3.
+
+    Accepts a URL or a key=value conninfo (what psycopg's make_conninfo returns), including
+    Unix-socket hosts, which go into the query string.
+    """
+    params = {k: str(v) for k, v in conninfo_to_dict(conninfo).items() if v is not None}
+    user = quote(params.pop("user", ""), safe="")
+    password = params.pop("password", "")
+    host = params.pop("host", "")
+    port = params.pop("port", "")
+    dbname = quote(params.pop("dbname", ""), safe="")
+    auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    if host.startswith("/"):
+        params["host"] = host
+        if port:
+            params["port"] = port
+        location = ""
+    else:
+        location = host + (f":{port}" if port else "")
+    query = f"?{urlencode(params)}" if params else ""
+    return f"postgresql+psycopg://{auth}{location}/{dbname}{query}"

@@ -56,6 +56,7 @@ class Runtime:
             run_worker=settings.run_worker,
             worker_concurrency=settings.worker_concurrency,
             reconcile_interval_s=settings.reconcile_interval_s,
+            queue_poll_s=settings.queue_poll_s,
         )
         self._stack = AsyncExitStack()
         self.host = socket.gethostname()

@@ -97,11 +97,13 @@ class DbosEngine:
         run_worker: bool,
         worker_concurrency: int,
         reconcile_interval_s: float,
+        queue_poll_s: float,
     ) -> None:
         self._store = store
         self._run_worker = run_worker
         self._worker_concurrency = worker_concurrency
         self._reconcile_interval_s = reconcile_interval_s
+        self._queue_poll_s = queue_poll_s
         self._reconciler: asyncio.Task[None] | None = None
         DBOS(
             config={
@@ -119,7 +121,11 @@ class DbosEngine:
         if not self._run_worker:
             DBOS.listen_queues([])
         DBOS.launch()
-        await DBOS.register_queue_async(RUN_QUEUE, worker_concurrency=self._worker_concurrency)
+        await DBOS.register_queue_async(
+            RUN_QUEUE,
+            worker_concurrency=self._worker_concurrency,
+            polling_interval_sec=self._queue_poll_s,
+        )
         if self._run_worker:
             self._reconciler = asyncio.create_task(self._reconcile_forever(), name="reconciler")
 

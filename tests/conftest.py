@@ -1,0 +1,114 @@
+"""Real PostgreSQL for every test: DATABASE_URL's server, or an embedded one.
+
+Each test gets its own database, cloned from a template that already holds our schema and
+the engine's, so no test depends on another's leftovers.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from dbos import run_dbos_database_migrations
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from a2a_agent.database import embedded_server_uri, sqlalchemy_url
+from persistence.migrate import migrate
+from tests.support.processes import AgentProcess, StartAgent
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    return embedded_server_uri(Path(f"/tmp/a2a-agent-tests-{os.getuid()}/pgdata"))
+
+
+def _create_db(admin_url: str, name: str, template: str | None = None) -> str:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        if template:
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(name), sql.Identifier(template)
+                )
+            )
+        else:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return make_conninfo(admin_url, dbname=name)
+
+
+def _drop_db(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+@pytest.fixture(scope="session")
+def make_database(pg_admin_url: str) -> Iterator[Callable[[str | None], str]]:
+    """A factory of empty databases, dropped at the end of the session."""
+    made: list[str] = []
+
+    def make(template: str | None = None) -> str:
+        name = f"a2a_t_{uuid.uuid4().hex[:12]}"
+        made.append(name)
+        return _create_db(pg_admin_url, name, template)
+
+    yield make
+    for name in made:
+        _drop_db(pg_admin_url, name)
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_admin_url: str) -> Iterator[str]:
+    import asyncio  # noqa: PLC0415
+
+    name = f"a2a_tpl_{uuid.uuid4().hex[:12]}"
+    url = _create_db(pg_admin_url, name)
+    asyncio.run(migrate(url))
+    run_dbos_database_migrations(sqlalchemy_url(url))
+    yield name
+    _drop_db(pg_admin_url, name)
+
+
+@pytest.fixture
+def database_url(make_database: Callable[[str | None], str], template_db: str) -> str:
+    """A fresh database with the current schema, for one test."""
+    return make_database(template_db)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def start_agent(database_url: str, home: Path) -> Iterator[StartAgent]:
+    """Start real a2a-agent processes on one database; all are killed at the end."""
+    started: list[AgentProcess] = []
+
+    def start(
+        role: str = "serve", executor_id: str | None = None, *args: str, **env: str
+    ) -> AgentProcess:
+        process = AgentProcess(
+            role=role,
+            database_url=database_url,
+            home=home,
+            executor_id=executor_id or f"{role}-{len(started) + 1}",
+            extra_args=args,
+            env=env,
+        )
+        started.append(process)
+        return process.start()
+
+    yield start
+    for process in started:
+        process.kill()

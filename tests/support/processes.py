@@ -1,0 +1,127 @@
+"""Real a2a-agent processes on loopback, started and killed the way an operator would."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class AgentProcess:
+    """One `a2a-agent serve` or `a2a-agent worker` process with its own log file."""
+
+    def __init__(
+        self,
+        *,
+        role: str,
+        database_url: str,
+        home: Path,
+        executor_id: str,
+        extra_args: tuple[str, ...] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.role = role
+        self.port = free_port() if role == "serve" else 0
+        self.home = home
+        self.executor_id = executor_id
+        self.args = [sys.executable, "-m", "a2a_agent", role, *extra_args]
+        if role == "serve":
+            self.args += ["--port", str(self.port)]
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/root"),
+            "DATABASE_URL": database_url,
+            "A2A_AGENT_HOME": str(home),
+            "A2A_AGENT_EXECUTOR_ID": executor_id,
+            "A2A_AGENT_QUEUE_POLL_S": "0.1",
+            "A2A_AGENT_RECONCILE_INTERVAL_S": "2",
+            **(env or {}),
+        }
+        self.log_path = home / f"{executor_id}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, *, wait: bool = True) -> AgentProcess:
+        self.home.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            self.args,
+            env=self.env,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.role} exited early:\n{self.log()}")
+            if self.role != "serve":
+                if f"worker {self.executor_id} running" in self.log():
+                    return
+            else:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                        return
+            time.sleep(0.1)
+        raise TimeoutError(f"{self.role} not ready after {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as when a machine dies."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait for a clean exit."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise
+        return int(self.proc.returncode)
+
+
+class StartAgent(Protocol):
+    """The `start_agent` fixture: start a process on the test's database and home."""
+
+    def __call__(
+        self, role: str = "serve", executor_id: str | None = None, *args: str, **env: str
+    ) -> AgentProcess: ...

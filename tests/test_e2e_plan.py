@@ -1,0 +1,174 @@
+"""A real server on loopback, driven by the a2a-sdk client from submission to completion."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import psycopg
+from a2a.helpers.proto_helpers import get_data_parts
+from a2a.types.a2a_pb2 import SubscribeToTaskRequest, TaskState
+
+from tests.support.a2a import (
+    a2a_client,
+    item,
+    plan_message,
+    plan_of,
+    report_of,
+    send,
+    send_request,
+    wait_for,
+)
+from tests.support.processes import StartAgent
+
+COMPLETED = TaskState.TASK_STATE_COMPLETED
+
+
+def _git(workspace: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=workspace, check=True, capture_output=True, text=True
+    ).stdout
+
+
+async def test_three_item_plan_runs_to_completion(
+    start_agent: StartAgent, database_url: str, home: Path
+) -> None:
+    server = start_agent()
+    items = [
+        item("one", "echo 1 > one.txt", "test -f one.txt"),
+        item(
+            "two",
+            "echo 2 > two.txt && sleep 0.5",
+            {"command": "grep -q 2 two.txt", "timeout_s": 30},
+        ),
+        item(
+            "three",
+            "cat one.txt two.txt > three.txt",
+            "test $(wc -l < three.txt) -eq 2",
+            max_attempts=3,
+        ),
+    ]
+    async with a2a_client(server.url) as client, a2a_client(server.url, streaming=True) as sub:
+        task = await send(client, plan_message(items, "three files"))
+        assert task.status.state == TaskState.TASK_STATE_SUBMITTED
+        assert [i["status"] for i in plan_of(task)["items"]] == ["pending"] * 3
+
+        states = []
+        async for event in sub.subscribe(SubscribeToTaskRequest(id=task.id)):
+            if event.HasField("status_update"):
+                states.append(event.status_update.status.state)
+        assert states[-1] == COMPLETED
+
+        done = await wait_for(client, task.id)
+        assert done.status.state == COMPLETED
+
+    plan = plan_of(done)
+    assert [i["id"] for i in plan["items"]] == ["one", "two", "three"]
+    assert all(i["status"] == "done" for i in plan["items"])
+    shas = [i["commit"] for i in plan["items"]]
+    assert all(isinstance(sha, str) and len(sha) == 40 for sha in shas)
+    assert plan["items"][0]["evidence"]["exit_code"] == 0
+    progress = dict(done.metadata["progress"])
+    assert progress == {"items_total": 3, "items_done": 3, "items_failed": 0, "current_item": None}
+    report = report_of(done)
+    assert report["items_done"] == ["one", "two", "three"] and report["remaining"] == []
+
+    with psycopg.connect(database_url) as conn:
+        seqs = [
+            r[0]
+            for r in conn.execute(
+                "SELECT seq FROM transitions WHERE task_id = %s ORDER BY seq", (task.id,)
+            )
+        ]
+        item_rows = conn.execute(
+            "SELECT item_id, status, commit_sha FROM items WHERE task_id = %s ORDER BY position",
+            (task.id,),
+        ).fetchall()
+    assert seqs == list(range(1, len(seqs) + 1))
+    # submitted, working, 3 x (in_progress, verifying, done), completed
+    assert len(seqs) == 2 + 9 + 1
+    assert [(r[0], r[1], r[2]) for r in item_rows] == [
+        (i["id"], "done", i["commit"]) for i in plan["items"]
+    ]
+
+    workspace = home / "workspaces" / task.id
+    log = _git(workspace, "log", "--format=%H").split()
+    for sha in shas:
+        assert sha in log
+    assert len(log) == 4  # the start commit and one per verified item
+    stored = json.loads((workspace / "plan.json").read_text())
+    assert [i["status"] for i in stored["items"]] == ["done"] * 3
+    assert [i["commit"] for i in stored["items"]] == shas
+    progress_md = (workspace / "progress.md").read_text()
+    assert "item `three` (attempt 1) verifying -> done" in progress_md
+    # The committed plan.json of the last item already shows that item done.
+    committed = json.loads(_git(workspace, "show", f"{shas[2]}:plan.json"))
+    assert committed["items"][2]["status"] == "done"
+
+
+async def test_failing_verification_fails_the_task_with_evidence(
+    start_agent: StartAgent, home: Path
+) -> None:
+    server = start_agent()
+    items = [
+        item("ok", "true", "true"),
+        item(
+            "bad",
+            "echo attempt >> tries.txt",
+            "echo 'expected 3 lines' >&2; exit 3",
+            max_attempts=2,
+        ),
+        item("never", "true", "true"),
+    ]
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message(items))
+        done = await wait_for(client, task.id)
+    assert done.status.state == TaskState.TASK_STATE_FAILED
+    assert "bad" in done.status.message.parts[0].text
+    assert "exited 3" in done.status.message.parts[0].text
+    plan = {i["id"]: i for i in plan_of(done)["items"]}
+    assert plan["ok"]["status"] == "done"
+    assert plan["bad"]["status"] == "failed" and plan["bad"]["attempts"] == 2
+    evidence = plan["bad"]["evidence"]
+    assert evidence["command"] == "echo 'expected 3 lines' >&2; exit 3"
+    assert evidence["exit_code"] == 3
+    assert "expected 3 lines" in evidence["output_tail"]
+    assert plan["never"]["status"] == "pending"
+    report = report_of(done)
+    assert report["items_failed"] == ["bad"] and report["remaining"] == ["never"]
+
+    workspace = home / "workspaces" / task.id
+    assert (workspace / "tries.txt").read_text().count("attempt") == 2
+    progress_md = (workspace / "progress.md").read_text()
+    assert "## Failure of item `bad`" in progress_md
+    assert "exited 3" in progress_md and "expected 3 lines" in progress_md
+
+
+async def test_blocking_send_returns_the_finished_task(start_agent: StartAgent) -> None:
+    server = start_agent()
+    async with a2a_client(server.url) as client:
+        task = await send(
+            client, plan_message([item("a", "true", "true")]), return_immediately=False
+        )
+    assert task.status.state == COMPLETED
+    assert plan_of(task)["items"][0]["status"] == "done"
+
+
+async def test_streaming_send_reports_every_item(start_agent: StartAgent) -> None:
+    server = start_agent()
+    items = [item("a", "true", "true"), item("b", "true", "true")]
+    async with a2a_client(server.url, streaming=True) as client:
+        kinds: list[str] = []
+        statuses: list[list[str]] = []
+        async for event in client.send_message(send_request(plan_message(items))):
+            kind = event.WhichOneof("payload")
+            assert kind is not None
+            kinds.append(kind)
+            if event.HasField("artifact_update") and event.artifact_update.artifact.name == "plan":
+                data = get_data_parts(event.artifact_update.artifact.parts)[0]
+                statuses.append([i["status"] for i in data["plan"]["items"]])
+    assert kinds[0] == "task"
+    assert kinds[-1] == "status_update"
+    assert ["in_progress", "pending"] in statuses
+    assert ["done", "done"] in statuses
