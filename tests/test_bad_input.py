@@ -1,0 +1,227 @@
+"""Every kind of bad input gets its A2A error with a message a person can act on, and
+nothing is stored half-way."""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from tests.support.processes import AgentProcess
+
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+TASK_NOT_FOUND = -32001
+TASK_NOT_CANCELABLE = -32002
+PUSH_NOT_SUPPORTED = -32003
+UNSUPPORTED_OPERATION = -32004
+CONTENT_TYPE_NOT_SUPPORTED = -32005
+MAX_MESSAGE_BYTES = 4096
+
+
+@pytest.fixture(scope="module")
+def server(
+    make_database: Callable[[str | None], str], template_db: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[AgentProcess, str]]:
+    url = make_database(template_db)
+    process = AgentProcess(
+        role="serve", database_url=url, home=tmp_path_factory.mktemp("home"),
+        executor_id="bad-input", env={"A2A_AGENT_MAX_MESSAGE_BYTES": str(MAX_MESSAGE_BYTES)},
+    ).start()
+    yield process, url
+    process.kill()
+
+
+def rpc(process: AgentProcess, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    response = httpx.post(
+        f"{process.url}/",
+        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+        headers={"A2A-Version": "1.0"},
+        timeout=30,
+    )
+    assert response.status_code == 200
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def message(*parts: dict[str, Any], task_id: str = "") -> dict[str, Any]:
+    msg: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER",
+                           "parts": list(parts)}
+    if task_id:
+        msg["taskId"] = task_id
+    return msg
+
+
+def plan_part(plan: Any) -> dict[str, Any]:
+    return {"data": {"plan": plan}, "mediaType": "application/json"}
+
+
+def send(process: AgentProcess, msg: dict[str, Any], **config: Any) -> dict[str, Any]:
+    return rpc(process, "SendMessage",
+               {"message": msg, "configuration": {"returnImmediately": True, **config}})
+
+
+def error_of(body: dict[str, Any], code: int) -> str:
+    assert "error" in body, body
+    assert body["error"]["code"] == code, body
+    text: str = body["error"]["message"]
+    return text
+
+
+def count_rows(url: str) -> tuple[int, int, int, int]:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM items),"
+            " (SELECT count(*) FROM transitions), (SELECT count(*) FROM events)"
+        ).fetchone()
+    assert row is not None
+    return (int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+
+GOOD_ITEM = {"id": "a", "title": "A", "run": "true", "verify": "true"}
+
+BAD_PLANS: list[tuple[str, Any, str]] = [
+    ("no items", {"goal": "g", "items": []}, "non-empty list"),
+    ("items missing", {"goal": "g"}, "plan.items"),
+    ("no goal", {"items": [GOOD_ITEM]}, "plan.goal"),
+    ("item without verify", {"goal": "g", "items": [{"id": "a", "run": "true"}]},
+     "no verify command"),
+    ("duplicate ids", {"goal": "g", "items": [GOOD_ITEM, GOOD_ITEM]}, "appears twice"),
+    ("non-string run", {"goal": "g", "items": [{**GOOD_ITEM, "run": 5}]},
+     "run must be a string"),
+    ("non-string verify", {"goal": "g", "items": [{**GOOD_ITEM, "verify": ["true"]}]},
+     "verify must be a string"),
+    ("verify object without command",
+     {"goal": "g", "items": [{**GOOD_ITEM, "verify": {"timeout_s": 5}}]}, "verify.command"),
+    ("fractional max_attempts", {"goal": "g", "items": [{**GOOD_ITEM, "max_attempts": 1.5}]},
+     "whole number"),
+    ("zero max_attempts", {"goal": "g", "items": [{**GOOD_ITEM, "max_attempts": 0}]},
+     "between 1 and"),
+    ("unknown item field", {"goal": "g", "items": [{**GOOD_ITEM, "cmd": "x"}]},
+     "unknown field"),
+    ("bad item id", {"goal": "g", "items": [{**GOOD_ITEM, "id": "a b/c"}]}, ".id must be"),
+    ("plan not an object", ["a"], "must be an object"),
+]
+
+
+@pytest.mark.parametrize(("case", "plan", "expected"), BAD_PLANS, ids=[c[0] for c in BAD_PLANS])
+def test_bad_plans_are_refused_and_nothing_is_stored(
+    server: tuple[AgentProcess, str], case: str, plan: Any, expected: str
+) -> None:
+    process, url = server
+    before = count_rows(url)
+    text = error_of(send(process, message(plan_part(plan))), INVALID_PARAMS)
+    assert expected in text, text
+    assert count_rows(url) == before
+
+
+def test_data_part_without_plan_is_refused(server: tuple[AgentProcess, str]) -> None:
+    process, url = server
+    before = count_rows(url)
+    body = send(process, message({"data": {"goal": "x"}}))
+    assert '"plan" key' in error_of(body, INVALID_PARAMS)
+    assert count_rows(url) == before
+
+
+def test_wrong_content_types_are_refused(server: tuple[AgentProcess, str]) -> None:
+    process, url = server
+    before = count_rows(url)
+    raw = {"raw": base64.b64encode(b"\x89PNG").decode(), "mediaType": "image/png"}
+    assert "image/png" in error_of(send(process, message(raw)), CONTENT_TYPE_NOT_SUPPORTED)
+    link = {"url": "https://example.invalid/a.pdf", "mediaType": "application/pdf"}
+    assert "file" in error_of(send(process, message(link)), CONTENT_TYPE_NOT_SUPPORTED)
+    odd = {"text": "hello", "mediaType": "text/html"}
+    assert "text/html" in error_of(send(process, message(odd)), CONTENT_TYPE_NOT_SUPPORTED)
+    body = send(process, message(plan_part({"goal": "g", "items": [GOOD_ITEM]})),
+                acceptedOutputModes=["image/png"])
+    assert "acceptedOutputModes" in error_of(body, CONTENT_TYPE_NOT_SUPPORTED)
+    assert count_rows(url) == before
+
+
+def test_oversized_message_is_refused(server: tuple[AgentProcess, str]) -> None:
+    process, url = server
+    before = count_rows(url)
+    body = send(process, message({"text": "x" * (MAX_MESSAGE_BYTES + 100)}))
+    text = error_of(body, INVALID_REQUEST)
+    assert str(MAX_MESSAGE_BYTES) in text and "A2A_AGENT_MAX_MESSAGE_BYTES" in text
+    assert count_rows(url) == before
+
+
+def test_empty_message_is_refused(server: tuple[AgentProcess, str]) -> None:
+    process, _ = server
+    assert "no parts" in error_of(send(process, message()), INVALID_PARAMS)
+
+
+def test_unknown_task_ids(server: tuple[AgentProcess, str]) -> None:
+    process, url = server
+    missing = str(uuid.uuid4())
+    assert missing in error_of(rpc(process, "GetTask", {"id": missing}), TASK_NOT_FOUND)
+    error_of(rpc(process, "CancelTask", {"id": missing}), TASK_NOT_FOUND)
+    error_of(rpc(process, "SubscribeToTask", {"id": missing}), TASK_NOT_FOUND)
+    before = count_rows(url)
+    body = send(process, message({"text": "more"}, task_id=missing))
+    error_of(body, TASK_NOT_FOUND)
+    assert count_rows(url) == before
+    rest = httpx.get(f"{process.url}/tasks/{missing}", headers={"A2A-Version": "1.0"})
+    assert rest.status_code == 404
+
+
+def test_finished_task_takes_no_messages_and_cannot_be_canceled(
+    server: tuple[AgentProcess, str],
+) -> None:
+    process, url = server
+    body = send(process, message(plan_part({"goal": "g", "items": [GOOD_ITEM]})))
+    task_id = body["result"]["task"]["id"]
+    deadline = time.monotonic() + 60
+    while rpc(process, "GetTask", {"id": task_id})["result"]["status"]["state"] != (
+        "TASK_STATE_COMPLETED"
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    before = count_rows(url)
+    text = error_of(send(process, message({"text": "again"}, task_id=task_id)),
+                    UNSUPPORTED_OPERATION)
+    assert "completed" in text and "without taskId" in text
+    assert "completed" in error_of(rpc(process, "CancelTask", {"id": task_id}),
+                                   TASK_NOT_CANCELABLE)
+    error_of(rpc(process, "SubscribeToTask", {"id": task_id}), UNSUPPORTED_OPERATION)
+    assert count_rows(url) == before
+
+
+def test_list_and_push_parameters(server: tuple[AgentProcess, str]) -> None:
+    process, _ = server
+    assert "pageSize" in error_of(rpc(process, "ListTasks", {"pageSize": 500}), INVALID_PARAMS)
+    text = error_of(rpc(process, "ListTasks", {"pageToken": "not-a-token"}), INVALID_PARAMS)
+    assert "page token" in text
+    body = rpc(process, "CreateTaskPushNotificationConfig",
+               {"taskId": str(uuid.uuid4()), "url": "http://127.0.0.1:9/hook"})
+    assert "push" in error_of(body, PUSH_NOT_SUPPORTED).lower()
+
+
+def test_missing_version_header_is_refused(server: tuple[AgentProcess, str]) -> None:
+    process, _ = server
+    response = httpx.post(f"{process.url}/", json={
+        "jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}})
+    assert response.json()["error"]["code"] == -32009
+
+
+def test_text_task_is_rejected_until_the_model_lands(
+    server: tuple[AgentProcess, str], tmp_path: Path
+) -> None:
+    process, _ = server
+    body = send(process, message({"text": "write a parser"}))
+    task = body["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_REJECTED"
+    assert "run" in task["status"]["message"]["parts"][0]["text"]
+    plan = {"goal": "g", "items": [GOOD_ITEM, {"id": "b", "verify": "true"}]}
+    task = send(process, message(plan_part(plan)))["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_REJECTED"
+    assert "['b']" in task["status"]["message"]["parts"][0]["text"]

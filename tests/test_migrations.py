@@ -1,0 +1,66 @@
+"""Migrations, applied one by one, reach exactly the schema of a fresh install."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+import pytest
+
+from persistence.errors import SchemaOutdated
+from persistence.migrate import current_version, latest_version, migrate, migrations
+
+SCHEMA_QUERIES = {
+    "columns": """
+        SELECT table_name, column_name, data_type, is_nullable, column_default
+        FROM information_schema.columns WHERE table_schema = 'public'
+        ORDER BY table_name, column_name""",
+    "constraints": """
+        SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid)
+        FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+        ORDER BY 1, 2""",
+    "indexes": """
+        SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'
+        ORDER BY 1, 2""",
+}
+
+
+def schema_of(url: str) -> dict[str, list[tuple[object, ...]]]:
+    with psycopg.connect(url) as conn:
+        return {name: conn.execute(sql).fetchall() for name, sql in SCHEMA_QUERIES.items()}
+
+
+async def test_step_by_step_equals_fresh_install(
+    make_database: Callable[[str | None], str],
+) -> None:
+    fresh, stepwise = make_database(None), make_database(None)
+    assert await migrate(fresh) == [m.version for m in migrations()]
+    assert await migrate(stepwise, step_by_step=True) == [m.version for m in migrations()]
+    fresh_schema, stepwise_schema = schema_of(fresh), schema_of(stepwise)
+    assert fresh_schema["columns"], "the schema should not be empty"
+    assert fresh_schema == stepwise_schema
+    assert await current_version(fresh) == await current_version(stepwise) == latest_version()
+
+
+async def test_migrate_is_idempotent_and_resumes_a_partial_database(
+    make_database: Callable[[str | None], str],
+) -> None:
+    url = make_database(None)
+    first = migrations()[0]
+    with psycopg.connect(url) as conn:
+        conn.execute(first.sql)  # type: ignore[arg-type]
+        conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+                     "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+        conn.execute("INSERT INTO schema_migrations (version, name) VALUES (1, 'initial')")
+    assert await migrate(url) == [m.version for m in migrations()[1:]]
+    assert await migrate(url) == []
+    assert await current_version(url) == latest_version()
+
+
+async def test_newer_database_is_refused(make_database: Callable[[str | None], str]) -> None:
+    url = make_database(None)
+    await migrate(url)
+    with psycopg.connect(url) as conn:
+        conn.execute("INSERT INTO schema_migrations (version, name) VALUES (999, 'future')")
+    with pytest.raises(SchemaOutdated, match="newer than this code"):
+        await migrate(url)
