@@ -28,13 +28,17 @@ MAX_MESSAGE_BYTES = 4096
 
 @pytest.fixture(scope="module")
 def server(
-    make_database: Callable[[str | None], str], template_db: str,
+    make_database: Callable[[str | None], str],
+    template_db: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[AgentProcess, str]]:
     url = make_database(template_db)
     process = AgentProcess(
-        role="serve", database_url=url, home=tmp_path_factory.mktemp("home"),
-        executor_id="bad-input", env={"A2A_AGENT_MAX_MESSAGE_BYTES": str(MAX_MESSAGE_BYTES)},
+        role="serve",
+        database_url=url,
+        home=tmp_path_factory.mktemp("home"),
+        executor_id="bad-input",
+        env={"A2A_AGENT_MAX_MESSAGE_BYTES": str(MAX_MESSAGE_BYTES)},
     ).start()
     yield process, url
     process.kill()
@@ -53,8 +57,11 @@ def rpc(process: AgentProcess, method: str, params: dict[str, Any]) -> dict[str,
 
 
 def message(*parts: dict[str, Any], task_id: str = "") -> dict[str, Any]:
-    msg: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER",
-                           "parts": list(parts)}
+    msg: dict[str, Any] = {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": list(parts),
+    }
     if task_id:
         msg["taskId"] = task_id
     return msg
@@ -65,8 +72,11 @@ def plan_part(plan: Any) -> dict[str, Any]:
 
 
 def send(process: AgentProcess, msg: dict[str, Any], **config: Any) -> dict[str, Any]:
-    return rpc(process, "SendMessage",
-               {"message": msg, "configuration": {"returnImmediately": True, **config}})
+    return rpc(
+        process,
+        "SendMessage",
+        {"message": msg, "configuration": {"returnImmediately": True, **config}},
+    )
 
 
 def error_of(body: dict[str, Any], code: int) -> str:
@@ -92,21 +102,34 @@ BAD_PLANS: list[tuple[str, Any, str]] = [
     ("no items", {"goal": "g", "items": []}, "non-empty list"),
     ("items missing", {"goal": "g"}, "plan.items"),
     ("no goal", {"items": [GOOD_ITEM]}, "plan.goal"),
-    ("item without verify", {"goal": "g", "items": [{"id": "a", "run": "true"}]},
-     "no verify command"),
+    (
+        "item without verify",
+        {"goal": "g", "items": [{"id": "a", "run": "true"}]},
+        "no verify command",
+    ),
     ("duplicate ids", {"goal": "g", "items": [GOOD_ITEM, GOOD_ITEM]}, "appears twice"),
-    ("non-string run", {"goal": "g", "items": [{**GOOD_ITEM, "run": 5}]},
-     "run must be a string"),
-    ("non-string verify", {"goal": "g", "items": [{**GOOD_ITEM, "verify": ["true"]}]},
-     "verify must be a string"),
-    ("verify object without command",
-     {"goal": "g", "items": [{**GOOD_ITEM, "verify": {"timeout_s": 5}}]}, "verify.command"),
-    ("fractional max_attempts", {"goal": "g", "items": [{**GOOD_ITEM, "max_attempts": 1.5}]},
-     "whole number"),
-    ("zero max_attempts", {"goal": "g", "items": [{**GOOD_ITEM, "max_attempts": 0}]},
-     "between 1 and"),
-    ("unknown item field", {"goal": "g", "items": [{**GOOD_ITEM, "cmd": "x"}]},
-     "unknown field"),
+    ("non-string run", {"goal": "g", "items": [{**GOOD_ITEM, "run": 5}]}, "run must be a string"),
+    (
+        "non-string verify",
+        {"goal": "g", "items": [{**GOOD_ITEM, "verify": ["true"]}]},
+        "verify must be a string",
+    ),
+    (
+        "verify object without command",
+        {"goal": "g", "items": [{**GOOD_ITEM, "verify": {"timeout_s": 5}}]},
+        "verify.command",
+    ),
+    (
+        "fractional max_attempts",
+        {"goal": "g", "items": [{**GOOD_ITEM, "max_attempts": 1.5}]},
+        "whole number",
+    ),
+    (
+        "zero max_attempts",
+        {"goal": "g", "items": [{**GOOD_ITEM, "max_attempts": 0}]},
+        "between 1 and",
+    ),
+    ("unknown item field", {"goal": "g", "items": [{**GOOD_ITEM, "cmd": "x"}]}, "unknown field"),
     ("bad item id", {"goal": "g", "items": [{**GOOD_ITEM, "id": "a b/c"}]}, ".id must be"),
     ("plan not an object", ["a"], "must be an object"),
 ]
@@ -140,8 +163,11 @@ def test_wrong_content_types_are_refused(server: tuple[AgentProcess, str]) -> No
     assert "file" in error_of(send(process, message(link)), CONTENT_TYPE_NOT_SUPPORTED)
     odd = {"text": "hello", "mediaType": "text/html"}
     assert "text/html" in error_of(send(process, message(odd)), CONTENT_TYPE_NOT_SUPPORTED)
-    body = send(process, message(plan_part({"goal": "g", "items": [GOOD_ITEM]})),
-                acceptedOutputModes=["image/png"])
+    body = send(
+        process,
+        message(plan_part({"goal": "g", "items": [GOOD_ITEM]})),
+        acceptedOutputModes=["image/png"],
+    )
     assert "acceptedOutputModes" in error_of(body, CONTENT_TYPE_NOT_SUPPORTED)
     assert count_rows(url) == before
 
@@ -187,11 +213,11 @@ def test_finished_task_takes_no_messages_and_cannot_be_canceled(
         assert time.monotonic() < deadline
         time.sleep(0.1)
     before = count_rows(url)
-    text = error_of(send(process, message({"text": "again"}, task_id=task_id)),
-                    UNSUPPORTED_OPERATION)
+    text = error_of(
+        send(process, message({"text": "again"}, task_id=task_id)), UNSUPPORTED_OPERATION
+    )
     assert "completed" in text and "without taskId" in text
-    assert "completed" in error_of(rpc(process, "CancelTask", {"id": task_id}),
-                                   TASK_NOT_CANCELABLE)
+    assert "completed" in error_of(rpc(process, "CancelTask", {"id": task_id}), TASK_NOT_CANCELABLE)
     error_of(rpc(process, "SubscribeToTask", {"id": task_id}), UNSUPPORTED_OPERATION)
     assert count_rows(url) == before
 
@@ -201,15 +227,20 @@ def test_list_and_push_parameters(server: tuple[AgentProcess, str]) -> None:
     assert "pageSize" in error_of(rpc(process, "ListTasks", {"pageSize": 500}), INVALID_PARAMS)
     text = error_of(rpc(process, "ListTasks", {"pageToken": "not-a-token"}), INVALID_PARAMS)
     assert "page token" in text
-    body = rpc(process, "CreateTaskPushNotificationConfig",
-               {"taskId": str(uuid.uuid4()), "url": "http://127.0.0.1:9/hook"})
+    body = rpc(
+        process,
+        "CreateTaskPushNotificationConfig",
+        {"taskId": str(uuid.uuid4()), "url": "http://127.0.0.1:9/hook"},
+    )
     assert "push" in error_of(body, PUSH_NOT_SUPPORTED).lower()
 
 
 def test_missing_version_header_is_refused(server: tuple[AgentProcess, str]) -> None:
     process, _ = server
-    response = httpx.post(f"{process.url}/", json={
-        "jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}})
+    response = httpx.post(
+        f"{process.url}/",
+        json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}},
+    )
     assert response.json()["error"]["code"] == -32009
 
 

@@ -49,8 +49,10 @@ async def test_migrate_is_idempotent_and_resumes_a_partial_database(
     first = migrations()[0]
     with psycopg.connect(url) as conn:
         conn.execute(first.sql)  # type: ignore[arg-type]
-        conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
-                     "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+        conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+            "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
         conn.execute("INSERT INTO schema_migrations (version, name) VALUES (1, 'initial')")
     assert await migrate(url) == [m.version for m in migrations()[1:]]
     assert await migrate(url) == []

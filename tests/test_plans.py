@@ -9,8 +9,9 @@ import pytest
 from a2a_agent.errors import PlanError
 from a2a_agent.plans import PlanLimits, parse_plan
 
-LIMITS = PlanLimits(max_items=3, default_max_attempts=2, default_verify_timeout_s=60,
-                    max_verify_timeout_s=600)
+LIMITS = PlanLimits(
+    max_items=3, default_max_attempts=2, default_verify_timeout_s=60, max_verify_timeout_s=600
+)
 
 
 def plan(*items: dict[str, Any]) -> dict[str, Any]:
@@ -18,25 +19,35 @@ def plan(*items: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_defaults_and_float_numbers() -> None:
-    parsed = parse_plan(plan(
-        {"id": "a", "run": "make", "verify": "make check"},
-        {"id": "b", "title": "B", "verify": {"command": "true", "timeout_s": 30.0},
-         "max_attempts": 3.0},
-    ), LIMITS)
+    parsed = parse_plan(
+        plan(
+            {"id": "a", "run": "make", "verify": "make check"},
+            {
+                "id": "b",
+                "title": "B",
+                "verify": {"command": "true", "timeout_s": 30.0},
+                "max_attempts": 3.0,
+            },
+        ),
+        LIMITS,
+    )
     a, b = parsed.items
     assert (a.title, a.max_attempts, a.verify_timeout_s, a.run) == ("a", 2, 60, "make")
     assert (b.max_attempts, b.verify_timeout_s, b.run) == (3, 30, None)
     assert parsed.items_needing_model == ["b"]
 
 
-@pytest.mark.parametrize(("items", "message"), [
-    ([{"id": f"i{n}", "verify": "true"} for n in range(4)], "the limit is 3"),
-    ([{"id": "a", "verify": {"command": "x", "timeout_s": 601}}], "between 1 and 600"),
-    ([{"id": "a", "verify": "  "}], "must not be empty"),
-    ([{"id": "a", "verify": "true", "max_attempts": True}], "whole number"),
-    ([{"id": "a", "verify": "true", "title": ""}], "title"),
-    (["not an object"], "must be an object"),
-])
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        ([{"id": f"i{n}", "verify": "true"} for n in range(4)], "the limit is 3"),
+        ([{"id": "a", "verify": {"command": "x", "timeout_s": 601}}], "between 1 and 600"),
+        ([{"id": "a", "verify": "  "}], "must not be empty"),
+        ([{"id": "a", "verify": "true", "max_attempts": True}], "whole number"),
+        ([{"id": "a", "verify": "true", "title": ""}], "title"),
+        (["not an object"], "must be an object"),
+    ],
+)
 def test_refusals(items: list[Any], message: str) -> None:
     with pytest.raises(PlanError, match=message):
         parse_plan({"goal": "g", "items": items}, LIMITS)

@@ -19,8 +19,11 @@ COMPLETED = TaskState.TASK_STATE_COMPLETED
 def ledger_items(count: int, ledger: Path, sleep_s: float) -> list[dict[str, object]]:
     """Items whose run appends its idempotency key to a ledger outside the workspace."""
     return [
-        item(f"i{n}", f'echo "$A2A_IDEMPOTENCY_KEY" >> {ledger}; sleep {sleep_s}; '
-             f"echo {n} > i{n}.txt", f"test -f i{n}.txt")
+        item(
+            f"i{n}",
+            f'echo "$A2A_IDEMPOTENCY_KEY" >> {ledger}; sleep {sleep_s}; echo {n} > i{n}.txt',
+            f"test -f i{n}.txt",
+        )
         for n in range(count)
     ]
 
@@ -42,7 +45,9 @@ def assert_transitions_sound(database_url: str, task_id: str) -> None:
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
             "SELECT seq, item_id, attempt, from_state, to_state FROM transitions "
-            "WHERE task_id = %s ORDER BY seq", (task_id,)).fetchall()
+            "WHERE task_id = %s ORDER BY seq",
+            (task_id,),
+        ).fetchall()
     assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
     changes = Counter((r[1], r[2], r[3], r[4]) for r in rows)
     assert max(changes.values()) == 1, f"a transition was recorded twice: {changes}"
@@ -91,7 +96,11 @@ async def test_api_only_process_and_separate_worker(
         finished = await wait_for(client, task.id, timeout=60)
     assert finished.status.state == COMPLETED
     with psycopg.connect(database_url) as conn:
-        reasons = [r[0] for r in conn.execute(
-            "SELECT reason FROM transitions WHERE task_id = %s AND to_state = 'working'",
-            (task.id,))]
+        reasons = [
+            r[0]
+            for r in conn.execute(
+                "SELECT reason FROM transitions WHERE task_id = %s AND to_state = 'working'",
+                (task.id,),
+            )
+        ]
     assert reasons == ["picked up by worker worker-1"]

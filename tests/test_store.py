@@ -24,10 +24,22 @@ async def store(database_url: str) -> AsyncIterator[PostgresTaskStore]:
 
 def new_task(owner: str = "", context_id: str = "ctx", items: int = 2) -> NewTask:
     return NewTask(
-        task_id=str(uuid.uuid4()), owner=owner, context_id=context_id, goal="goal",
+        task_id=str(uuid.uuid4()),
+        owner=owner,
+        context_id=context_id,
+        goal="goal",
         first_message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-        items=[NewItem(item_id=f"i{n}", title=f"item {n}", run="true", verify_command="true",
-                       verify_timeout_s=5, max_attempts=2) for n in range(items)],
+        items=[
+            NewItem(
+                item_id=f"i{n}",
+                title=f"item {n}",
+                run="true",
+                verify_command="true",
+                verify_timeout_s=5,
+                max_attempts=2,
+            )
+            for n in range(items)
+        ],
     )
 
 
@@ -45,11 +57,21 @@ async def test_create_writes_task_items_transition_and_event(store: PostgresTask
 async def test_record_step_is_written_once_per_effect_key(store: PostgresTaskStore) -> None:
     row = await store.create_task(new_task())
     record = StepRecord(
-        effect_key=f"{row.task_id}:i0:1:begin", step="begin", result={"n": 1},
-        item=ItemChange(item_id="i0", status="in_progress", attempts=1), task_state="working",
-        transitions=[Transition(from_state="submitted", to_state="working", reason="go"),
-                     Transition(item_id="i0", attempt=1, from_state="pending",
-                                to_state="in_progress", reason="start")],
+        effect_key=f"{row.task_id}:i0:1:begin",
+        step="begin",
+        result={"n": 1},
+        item=ItemChange(item_id="i0", status="in_progress", attempts=1),
+        task_state="working",
+        transitions=[
+            Transition(from_state="submitted", to_state="working", reason="go"),
+            Transition(
+                item_id="i0",
+                attempt=1,
+                from_state="pending",
+                to_state="in_progress",
+                reason="start",
+            ),
+        ],
     )
     first = await store.record_step(row.task_id, record)
     again = await store.record_step(row.task_id, record)
@@ -79,15 +101,24 @@ async def test_cancel_is_final_and_steps_after_it_change_nothing(
     assert canceled.state == "canceled"
     with pytest.raises(Conflict, match="already canceled"):
         await store.cancel_task(row.task_id, "", "stop")
-    outcome = await store.record_step(row.task_id, StepRecord(
-        effect_key="late", step="run", result={}, task_state="working",
-        item=ItemChange(item_id="i0", status="in_progress", attempts=1),
-        transitions=[Transition(to_state="working", reason="late")]))
+    outcome = await store.record_step(
+        row.task_id,
+        StepRecord(
+            effect_key="late",
+            step="run",
+            result={},
+            task_state="working",
+            item=ItemChange(item_id="i0", status="in_progress", attempts=1),
+            transitions=[Transition(to_state="working", reason="late")],
+        ),
+    )
     assert outcome.task_state == "canceled"
     task = await store.get_task(row.task_id, "")
     assert task is not None and task.state == "canceled"
     assert [t.to_state for t in await store.get_transitions(row.task_id)] == [
-        "submitted", "canceled"]
+        "submitted",
+        "canceled",
+    ]
 
 
 async def test_owner_scoping(store: PostgresTaskStore) -> None:
@@ -99,24 +130,28 @@ async def test_owner_scoping(store: PostgresTaskStore) -> None:
 
 
 async def test_list_pages_filters_and_counts(store: PostgresTaskStore) -> None:
-    ids = [(await store.create_task(new_task(owner="o", context_id="c1"))).task_id
-           for _ in range(5)]
+    ids = [
+        (await store.create_task(new_task(owner="o", context_id="c1"))).task_id for _ in range(5)
+    ]
     await store.create_task(new_task(owner="o", context_id="c2"))
     await store.create_task(new_task(owner="other", context_id="c1"))
     seen: list[str] = []
     cursor = None
     while True:
-        page = await store.list_tasks("o", context_id="c1", state=None, after=None,
-                                      page_size=2, cursor=cursor)
+        page = await store.list_tasks(
+            "o", context_id="c1", state=None, after=None, page_size=2, cursor=cursor
+        )
         assert page.total == 5
         seen += [t.task_id for t in page.tasks]
         cursor = page.next_cursor
         if cursor is None:
             break
     assert sorted(seen) == sorted(ids) and len(seen) == 5
-    working = await store.list_tasks("o", context_id=None, state="working", after=None,
-                                     page_size=10, cursor=None)
+    working = await store.list_tasks(
+        "o", context_id=None, state="working", after=None, page_size=10, cursor=None
+    )
     assert working.total == 0 and working.tasks == []
     with pytest.raises(StoreError, match="page token"):
-        await store.list_tasks("o", context_id=None, state=None, after=None, page_size=2,
-                               cursor="garbage")
+        await store.list_tasks(
+            "o", context_id=None, state=None, after=None, page_size=2, cursor="garbage"
+        )
