@@ -48,7 +48,7 @@ async def test_migrate_is_idempotent_and_resumes_a_partial_database(
     url = make_database(None)
     first = migrations()[0]
     with psycopg.connect(url) as conn:
-        conn.execute(first.sql)  # type: ignore[arg-type]
+        conn.execute(first.sql)
         conn.execute(
             "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
             "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
