@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
 
 import psycopg
 from a2a.helpers.proto_helpers import get_data_parts
-from a2a.types.a2a_pb2 import SubscribeToTaskRequest, TaskState
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    SubscribeToTaskRequest,
+    TaskState,
+)
 
 from tests.support.a2a import (
     a2a_client,
@@ -172,3 +179,57 @@ async def test_streaming_send_reports_every_item(start_agent: StartAgent) -> Non
     assert kinds[-1] == "status_update"
     assert ["in_progress", "pending"] in statuses
     assert ["done", "done"] in statuses
+
+
+async def test_cancel_stops_a_running_command(start_agent: StartAgent, home: Path) -> None:
+    server = start_agent()
+    items = [
+        item("slow", "sleep 60; touch finished.txt", "test -f finished.txt"),
+        item("after", "true", "true"),
+    ]
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message(items))
+        await wait_for(client, task.id, {TaskState.TASK_STATE_WORKING})
+        canceled = await client.cancel_task(CancelTaskRequest(id=task.id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        await asyncio.sleep(3)
+        final = await client.get_task(GetTaskRequest(id=task.id))
+    assert final.status.state == TaskState.TASK_STATE_CANCELED
+    plan = {i["id"]: i for i in plan_of(final)["items"]}
+    assert plan["after"]["status"] == "pending"
+    workspace = home / "workspaces" / task.id
+    assert not (workspace / "finished.txt").exists()
+    # The command's process group was killed, not left running.
+    ps = subprocess.run(
+        ["pgrep", "-f", "sleep 60; touch finished.txt"], check=False, capture_output=True
+    )
+    assert ps.returncode == 1, ps.stdout
+
+
+async def test_list_tasks_and_history_length(start_agent: StartAgent) -> None:
+    server = start_agent()
+    async with a2a_client(server.url) as client:
+        first = await send(
+            client, plan_message([item("a", "true", "true")]), return_immediately=False
+        )
+        second = await send(
+            client,
+            plan_message([item("b", "false", "false", max_attempts=1)]),
+            return_immediately=False,
+        )
+        assert second.status.state == TaskState.TASK_STATE_FAILED
+        page = await client.list_tasks(ListTasksRequest(page_size=1))
+        assert page.total_size == 2 and len(page.tasks) == 1 and page.next_page_token
+        rest = await client.list_tasks(
+            ListTasksRequest(page_size=1, page_token=page.next_page_token)
+        )
+        assert {page.tasks[0].id, rest.tasks[0].id} == {first.id, second.id}
+        assert not rest.next_page_token
+        failed = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_FAILED))
+        assert [t.id for t in failed.tasks] == [second.id]
+        by_context = await client.list_tasks(ListTasksRequest(context_id=first.context_id))
+        assert [t.id for t in by_context.tasks] == [first.id]
+        full = await client.get_task(GetTaskRequest(id=first.id))
+        assert len(full.history) == 1
+        none = await client.get_task(GetTaskRequest(id=first.id, history_length=0))
+        assert len(none.history) == 0

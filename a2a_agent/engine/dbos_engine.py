@@ -39,11 +39,13 @@ class PlanRunner(DBOSConfiguredInstance):
     async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> dict[str, Any]:
         return await self.harness.begin_attempt(task_id, item_id, attempt)
 
-    @DBOS.step()
+    # Preemptible: a cancel (or stop) interrupts the running command instead of waiting for it;
+    # the interrupted step's output is not recorded, so a resume re-runs it under the same key.
+    @DBOS.step(preemptible=True)
     async def run_item(self, task_id: str, item_id: str, attempt: int) -> dict[str, Any]:
         return await self.harness.run_item(task_id, item_id, attempt)
 
-    @DBOS.step()
+    @DBOS.step(preemptible=True)
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> dict[str, Any]:
         return await self.harness.verify_item(task_id, item_id, attempt)
 
