@@ -78,6 +78,7 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
             "ready": health.ready,
             "database": health.database,
             "schema_current": health.schema_current,
+            "heartbeat_fresh": health.heartbeat_fresh,
             "executor_id": settings.executor_id,
         }
         return JSONResponse(body, status_code=200 if health.ready else 503)

@@ -8,23 +8,28 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
 
+import psycopg
+
 from a2a_agent.database import sqlalchemy_url
 from a2a_agent.engine.dbos_engine import DbosEngine
 from a2a_agent.harness.plan_harness import HarnessConfig, PlanHarness
 from a2a_agent.settings import APPLICATION_VERSION, Settings
+from persistence.errors import StoreError
 from persistence.migrate import current_version, latest_version, migrate
 from persistence.notify import TaskNotifier
 from persistence.store import PostgresTaskStore
+from persistence.workers import WorkerIdentity, WorkerRegistry
 
 
 @dataclass
 class Health:
     database: bool
     schema_current: bool
+    heartbeat_fresh: bool
 
     @property
     def ready(self) -> bool:
-        return self.database and self.schema_current
+        return self.database and self.schema_current and self.heartbeat_fresh
 
 
 class Runtime:
@@ -47,20 +52,29 @@ class Runtime:
                 executor_id=settings.executor_id,
             ),
         )
+        self.registry = WorkerRegistry(
+            self.pool,
+            WorkerIdentity(
+                executor_id=settings.executor_id,
+                role=role,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+            ),
+            timeout_s=settings.heartbeat_timeout_s,
+        )
         self.engine = DbosEngine(
             store=self.store,
             harness=self.harness,
+            registry=self.registry,
             system_database_url=sqlalchemy_url(conninfo),
-            executor_id=settings.executor_id,
             application_version=APPLICATION_VERSION,
             run_worker=settings.run_worker,
             worker_concurrency=settings.worker_concurrency,
             reconcile_interval_s=settings.reconcile_interval_s,
             queue_poll_s=settings.queue_poll_s,
+            shutdown_grace_s=settings.shutdown_grace_s,
         )
         self._stack = AsyncExitStack()
-        self.host = socket.gethostname()
-        self.pid = os.getpid()
 
     async def __aenter__(self) -> Runtime:
         await migrate(self.conninfo)
@@ -83,10 +97,13 @@ class Runtime:
 
     async def health(self) -> Health:
         database = await self.store.ping()
-        schema_current = False
+        schema_current = heartbeat_fresh = False
         if database:
             try:
                 schema_current = await current_version(self.conninfo) == latest_version()
-            except OSError:
-                schema_current = False
-        return Health(database=database, schema_current=schema_current)
+                heartbeat_fresh = await self.registry.is_fresh()
+            except (OSError, psycopg.Error, StoreError):
+                database = False
+        return Health(
+            database=database, schema_current=schema_current, heartbeat_fresh=heartbeat_fresh
+        )

@@ -63,6 +63,8 @@ class Settings:
     default_max_attempts: int = 2
     reconcile_interval_s: float = 10.0
     queue_poll_s: float = 0.5
+    heartbeat_timeout_s: float = 30.0
+    shutdown_grace_s: float = 30.0
     agent_card_path: Path = field(default_factory=lambda: REPO_ROOT / "agent_card.json")
     command_env: Mapping[str, str] = field(default_factory=dict)
     db_pool_max: int = 10
@@ -101,6 +103,8 @@ class Settings:
             verify_timeout_s=_int(env, "A2A_AGENT_VERIFY_TIMEOUT_S", 600, minimum=1),
             reconcile_interval_s=_float(env, "A2A_AGENT_RECONCILE_INTERVAL_S", 10.0),
             queue_poll_s=_float(env, "A2A_AGENT_QUEUE_POLL_S", 0.5),
+            heartbeat_timeout_s=_float(env, "A2A_AGENT_HEARTBEAT_TIMEOUT_S", 30.0),
+            shutdown_grace_s=_float(env, "A2A_AGENT_SHUTDOWN_GRACE_S", 30.0),
             agent_card_path=Path(env.get("A2A_AGENT_CARD") or REPO_ROOT / "agent_card.json"),
             command_env=command_env,
             db_pool_max=_int(env, "A2A_AGENT_DB_POOL_MAX", 10, minimum=2),

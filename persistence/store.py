@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
-import psycopg
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
 
+from persistence.db import Conn, Pool, create_pool, transaction
 from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.records import (
     JSON,
@@ -29,8 +28,6 @@ from persistence.records import (
     TransitionRow,
 )
 from persistence.sql import q
-
-Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 
 class TaskStore(Protocol):
@@ -98,32 +95,15 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 class PostgresTaskStore:
     """The one real TaskStore. Every public method is one transaction."""
 
-    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+    def __init__(self, pool: Pool) -> None:
         self._pool = pool
 
     @classmethod
-    def create_pool(cls, conninfo: str, *, max_size: int = 10) -> AsyncConnectionPool[Conn]:
-        return AsyncConnectionPool(
-            conninfo,
-            min_size=min(2, max_size),
-            max_size=max_size,
-            open=False,
-            kwargs={"row_factory": dict_row},
-            check=AsyncConnectionPool.check_connection,
-            reconnect_timeout=3600,
-        )
+    def create_pool(cls, conninfo: str, *, max_size: int = 10) -> Pool:
+        return create_pool(conninfo, max_size=max_size)
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[Conn]:
-        try:
-            async with self._pool.connection() as conn, conn.transaction():
-                yield conn
-        except psycopg.errors.IntegrityError as exc:
-            raise Conflict(str(exc).strip()) from exc
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            raise StoreUnavailable(f"database unavailable: {str(exc).strip()}") from exc
-        except TimeoutError as exc:  # pool checkout timed out: the database is down or saturated
-            raise StoreUnavailable("no database connection available") from exc
+    def _tx(self) -> AbstractAsyncContextManager[Conn]:
+        return transaction(self._pool)
 
     async def ping(self) -> bool:
         try:
@@ -418,10 +398,16 @@ class PostgresTaskStore:
                     prepare=True,
                 )
             text = record.status_text if record.status_text is not None else locked["status_text"]
+            transitions = [
+                dataclasses.replace(t, from_state=locked["state"])
+                if t.item_id is None and t.from_state is None
+                else t
+                for t in record.transitions
+            ]
             await self._apply(
                 conn,
                 task_id,
-                transitions=record.transitions,
+                transitions=transitions,
                 task_state=record.task_state,
                 status_text=text,
                 seq=locked["transition_seq"],

@@ -9,52 +9,91 @@ from typing import Any
 
 from dbos import DBOS, DBOSConfiguredInstance, DBOSPortableJSONSerializer, SetWorkflowID
 
+from a2a_agent.engine.gate import StepGate
+from a2a_agent.engine.supervisor import Supervisor
+from a2a_agent.errors import AgentError
 from a2a_agent.harness.plan_harness import PlanHarness
-from persistence.errors import StoreError
+from persistence.errors import StoreError, StoreUnavailable
 from persistence.records import TERMINAL_STATES
 from persistence.store import TaskStore
+from persistence.workers import WorkerRegistry
 
 log = logging.getLogger(__name__)
 RUN_QUEUE = "a2a-runs"
 APP_NAME = "a2a-agent"
 
 
+def _database_outage(exc: BaseException) -> bool:
+    return isinstance(exc, StoreUnavailable)
+
+
+# Steps retry only while the database is unreachable (about four minutes in all); any other
+# error is a real failure of the step and ends the run with its reason.
+OUTAGE_RETRY: dict[str, Any] = {
+    "retries_allowed": True,
+    "max_attempts": 12,
+    "interval_seconds": 1.0,
+    "backoff_rate": 1.5,
+    "should_retry": _database_outage,
+}
+
+
 @DBOS.dbos_class()
 class PlanRunner(DBOSConfiguredInstance):
     """The workflow and its steps. The body decides only from step outputs, so it replays."""
 
-    def __init__(self, harness: PlanHarness) -> None:
+    def __init__(self, harness: PlanHarness, gate: StepGate) -> None:
         self.harness = harness
+        self.gate = gate
         super().__init__("plan-runner")
 
-    @DBOS.step()
+    @DBOS.step(**OUTAGE_RETRY)
     async def snapshot(self, task_id: str) -> dict[str, Any]:
-        return await self.harness.snapshot(task_id)
+        async with self.gate.step():
+            return await self.harness.snapshot(task_id)
 
-    @DBOS.step()
+    @DBOS.step(**OUTAGE_RETRY)
     async def begin_task(self, task_id: str) -> dict[str, Any]:
-        return await self.harness.begin_task(task_id)
+        async with self.gate.step():
+            return await self.harness.begin_task(task_id)
 
-    @DBOS.step()
+    @DBOS.step(**OUTAGE_RETRY)
     async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> dict[str, Any]:
-        return await self.harness.begin_attempt(task_id, item_id, attempt)
+        async with self.gate.step():
+            return await self.harness.begin_attempt(task_id, item_id, attempt)
 
-    # Preemptible: a cancel (or stop) interrupts the running command instead of waiting for it;
-    # the interrupted step's output is not recorded, so a resume re-runs it under the same key.
-    @DBOS.step(preemptible=True)
+    # Preemptible: a cancel interrupts the running command instead of waiting for it; the
+    # interrupted step's output is not recorded, so a resume re-runs it under the same key.
+    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def run_item(self, task_id: str, item_id: str, attempt: int) -> dict[str, Any]:
-        return await self.harness.run_item(task_id, item_id, attempt)
+        async with self.gate.step():
+            return await self.harness.run_item(task_id, item_id, attempt)
 
-    @DBOS.step(preemptible=True)
+    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> dict[str, Any]:
-        return await self.harness.verify_item(task_id, item_id, attempt)
+        async with self.gate.step():
+            return await self.harness.verify_item(task_id, item_id, attempt)
 
-    @DBOS.step()
+    @DBOS.step(**OUTAGE_RETRY)
     async def finish(self, task_id: str) -> dict[str, Any]:
-        return await self.harness.finish(task_id)
+        async with self.gate.step():
+            return await self.harness.finish(task_id)
+
+    @DBOS.step(**OUTAGE_RETRY)
+    async def fail(self, task_id: str, reason: str) -> dict[str, Any]:
+        async with self.gate.step():
+            return await self.harness.fail(task_id, reason)
 
     @DBOS.workflow()
     async def run_task(self, task_id: str) -> str:
+        try:
+            return await self._run(task_id)
+        except (AgentError, StoreError) as exc:
+            # The run cannot go on; say so on the task instead of leaving it working forever.
+            await self.fail(task_id, f"{type(exc).__name__}: {exc}")
+            return "failed"
+
+    async def _run(self, task_id: str) -> str:
         snap = await self.snapshot(task_id)
         if snap["state"] in TERMINAL_STATES:
             return str(snap["state"])
@@ -93,49 +132,75 @@ class DbosEngine:
         *,
         store: TaskStore,
         harness: PlanHarness,
+        registry: WorkerRegistry,
         system_database_url: str,
-        executor_id: str,
         application_version: str,
         run_worker: bool,
         worker_concurrency: int,
         reconcile_interval_s: float,
         queue_poll_s: float,
+        shutdown_grace_s: float,
     ) -> None:
-        self._store = store
+        self._registry = registry
         self._run_worker = run_worker
         self._worker_concurrency = worker_concurrency
-        self._reconcile_interval_s = reconcile_interval_s
         self._queue_poll_s = queue_poll_s
-        self._reconciler: asyncio.Task[None] | None = None
+        self._shutdown_grace_s = shutdown_grace_s
+        self._supervisor_task: asyncio.Task[None] | None = None
+        self.gate = StepGate()
         DBOS(
             config={
                 "name": APP_NAME,
                 "system_database_url": system_database_url,
                 "application_version": application_version,
-                "executor_id": executor_id,
+                "executor_id": registry.me.executor_id,
                 "serializer": DBOSPortableJSONSerializer(),
                 "log_level": "WARNING",
             }
         )
-        self._runner = PlanRunner(harness)
+        self._runner = PlanRunner(harness, self.gate)
+        self.supervisor = Supervisor(
+            registry=registry,
+            store=store,
+            run_worker=run_worker,
+            start_run=self.start,
+            take_over=self._take_over,
+            reconcile_interval_s=reconcile_interval_s,
+        )
 
     async def launch(self) -> None:
+        # Claim the executor id before DBOS recovers "our" runs: two live processes with one
+        # id would run the same steps at once.
+        await self._registry.register()
         if not self._run_worker:
             DBOS.listen_queues([])
-        DBOS.launch()
+        DBOS.launch()  # on this loop, so recovered runs execute on the server's loop
         await DBOS.register_queue_async(
             RUN_QUEUE,
             worker_concurrency=self._worker_concurrency,
             polling_interval_sec=self._queue_poll_s,
         )
-        if self._run_worker:
-            self._reconciler = asyncio.create_task(self._reconcile_forever(), name="reconciler")
+        self._supervisor_task = asyncio.create_task(
+            self.supervisor.run_forever(), name="supervisor"
+        )
 
     async def shutdown(self) -> None:
-        if self._reconciler is not None:
-            self._reconciler.cancel()
+        """Stop taking steps, let those in flight finish (bounded), hand over, stop DBOS."""
+        if self._supervisor_task is not None:
+            self._supervisor_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._reconciler
+                await self._supervisor_task
+        finished = await self.gate.drain(self._shutdown_grace_s)
+        if not finished:
+            log.warning(
+                "%d step(s) still running after %g s; they resume elsewhere",
+                self.gate.in_flight,
+                self._shutdown_grace_s,
+            )
+        try:
+            await self._registry.mark_stopped()
+        except StoreError as exc:
+            log.warning("could not mark this worker stopped: %s", exc)
         DBOS.destroy()
 
     async def start(self, task_id: str) -> None:
@@ -145,12 +210,11 @@ class DbosEngine:
     async def cancel(self, task_id: str) -> None:
         await DBOS.cancel_workflow_async(task_id)
 
-    async def _reconcile_forever(self) -> None:
-        """Enqueue tasks stored as submitted whose enqueue was lost (a crash after the commit)."""
-        while True:
-            await asyncio.sleep(self._reconcile_interval_s)
-            try:
-                for task_id in await self._store.submitted_task_ids(self._reconcile_interval_s):
-                    await self.start(task_id)
-            except StoreError as exc:
-                log.warning("reconciler: %s", exc)
+    async def _take_over(self, executor_id: str) -> int:
+        """Re-enqueue the runs a dead executor left pending; live workers pick them up."""
+        pending = await DBOS.list_workflows_async(
+            status="PENDING", executor_id=executor_id, load_input=False, load_output=False
+        )
+        for workflow in pending:
+            await DBOS.resume_workflow_async(workflow.workflow_id, queue_name=RUN_QUEUE)
+        return len(pending)

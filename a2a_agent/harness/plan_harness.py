@@ -387,3 +387,21 @@ class PlanHarness:
         )
         await self._render(task_id)
         return {"state": outcome.task_state}
+
+    async def fail(self, task_id: str, reason: str) -> JSON:
+        """End the run as failed when it cannot go on (its reason goes to the caller)."""
+        report = await self._report(task_id)
+        outcome = await self.store.record_step(
+            task_id,
+            StepRecord(
+                effect_key=f"{task_id}:task:fail",
+                step="fail",
+                result={},
+                task_state="failed",
+                status_text=f"Failed: {reason}",
+                transitions=[Transition(to_state="failed", reason=reason)],
+                report=report,
+            ),
+        )
+        await self._render(task_id)
+        return {"state": outcome.task_state}

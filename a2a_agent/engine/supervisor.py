@@ -1,0 +1,72 @@
+"""Background duties of every process: heartbeat, and in workers the janitor and reconciler."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from persistence.errors import StoreError
+from persistence.store import TaskStore
+from persistence.workers import WorkerRegistry
+
+log = logging.getLogger(__name__)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        registry: WorkerRegistry,
+        store: TaskStore,
+        run_worker: bool,
+        start_run: Callable[[str], Awaitable[None]],
+        take_over: Callable[[str], Awaitable[int]],
+        reconcile_interval_s: float,
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.run_worker = run_worker
+        self.start_run = start_run
+        self.take_over = take_over
+        self.reconcile_interval_s = reconcile_interval_s
+        self.lost_executor_id = False
+
+    @property
+    def beat_s(self) -> float:
+        return max(0.2, self.registry.timeout_s / 3)
+
+    async def run_forever(self) -> None:
+        last_reconcile = time.monotonic()
+        while True:
+            await asyncio.sleep(self.beat_s)
+            try:
+                await self.tick(
+                    reconcile=time.monotonic() - last_reconcile >= self.reconcile_interval_s
+                )
+            except StoreError as exc:
+                log.warning("supervisor: %s", exc)
+                continue
+            if time.monotonic() - last_reconcile >= self.reconcile_interval_s:
+                last_reconcile = time.monotonic()
+
+    async def tick(self, *, reconcile: bool) -> None:
+        if not await self.registry.heartbeat():
+            if not self.lost_executor_id:
+                log.error(
+                    "executor id %s was claimed by another process", self.registry.me.executor_id
+                )
+            self.lost_executor_id = True
+            return
+        if not self.run_worker:
+            return
+        handed = await self.registry.hand_over_dead(self.take_over)
+        for executor_id, count in handed.items():
+            log.warning(
+                "worker %s stopped heartbeating; resumed its %d run(s) here", executor_id, count
+            )
+        if reconcile:
+            # A task stored as submitted whose enqueue was lost (crash after the commit).
+            for task_id in await self.store.submitted_task_ids(self.reconcile_interval_s):
+                await self.start_run(task_id)
