@@ -66,6 +66,7 @@ class ItemRow:
     attempts: int
     evidence: JSON | None
     commit_sha: str | None
+    failures: int
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,15 @@ class ItemChange:
     attempts: int
     evidence: JSON | None = None
     commit_sha: str | None = None
+    failures: int | None = None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A verified commit and the git bundle that recreates it on top of the previous one."""
+
+    sha: str
+    bundle: bytes
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,8 @@ class StepRecord:
     status_text: str | None = None
     transitions: list[Transition] = field(default_factory=list)
     report: JSON | None = None
+    fingerprint: str | None = None
+    checkpoint: Checkpoint | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ CREATE TABLE tasks (
     transition_seq integer NOT NULL DEFAULT 0,
     event_seq      integer NOT NULL DEFAULT 0,
     created_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
-    updated_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+    updated_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    workspace_fingerprint text,
+    checkpoint_sha text
 );
 CREATE INDEX tasks_owner_status_at ON tasks (owner, status_at DESC, id DESC);
 CREATE INDEX tasks_owner_context ON tasks (owner, context_id);
@@ -38,6 +40,7 @@ CREATE TABLE items (
     evidence         jsonb,
     commit_sha       text,
     updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    failures         integer NOT NULL DEFAULT 0,
     PRIMARY KEY (task_id, item_id),
     UNIQUE (task_id, position)
 );
@@ -83,4 +86,13 @@ CREATE TABLE workers (
     role         text NOT NULL,
     started_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
     heartbeat_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+CREATE TABLE checkpoints (
+    task_id    text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    seq        integer NOT NULL,
+    sha        text NOT NULL,
+    bundle     bytea NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (task_id, seq)
 );

@@ -17,6 +17,7 @@ from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.records import (
     JSON,
     TERMINAL_STATES,
+    Checkpoint,
     EffectRow,
     ItemRow,
     NewTask,
@@ -56,6 +57,8 @@ class TaskStore(Protocol):
     async def get_effect(self, key: str) -> EffectRow | None: ...
     async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome: ...
     async def submitted_task_ids(self, older_than_s: float) -> list[str]: ...
+    async def workspace_record(self, task_id: str) -> tuple[str | None, str | None]: ...
+    async def get_checkpoints(self, task_id: str) -> list[Checkpoint]: ...
 
 
 def _task(row: dict[str, Any]) -> TaskRow:
@@ -394,10 +397,23 @@ class PostgresTaskStore:
                         "attempts": record.item.attempts,
                         "evidence": Jsonb(record.item.evidence) if record.item.evidence else None,
                         "commit_sha": record.item.commit_sha,
+                        "failures": record.item.failures,
                     },
                     prepare=True,
                 )
             text = record.status_text if record.status_text is not None else locked["status_text"]
+            if record.fingerprint is not None:
+                await conn.execute(
+                    q("set_fingerprint"),
+                    {"task_id": task_id, "fingerprint": record.fingerprint},
+                    prepare=True,
+                )
+            if record.checkpoint is not None:
+                params = {"task_id": task_id, "sha": record.checkpoint.sha}
+                await conn.execute(
+                    q("add_checkpoint"), {**params, "bundle": record.checkpoint.bundle}
+                )
+                await conn.execute(q("set_checkpoint_sha"), params)
             transitions = [
                 dataclasses.replace(t, from_state=locked["state"])
                 if t.item_id is None and t.from_state is None
@@ -439,3 +455,19 @@ class PostgresTaskStore:
         async with self._tx() as conn:
             cur = await conn.execute(q("submitted_tasks"), {"older_than_s": older_than_s})
             return [r["task_id"] for r in await cur.fetchall()]
+
+    async def workspace_record(self, task_id: str) -> tuple[str | None, str | None]:
+        """The workspace fingerprint after the last recorded step, and the last checkpoint."""
+        async with self._tx() as conn:
+            cur = await conn.execute(q("workspace_record"), {"task_id": task_id}, prepare=True)
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(task_id)
+        return row["workspace_fingerprint"], row["checkpoint_sha"]
+
+    async def get_checkpoints(self, task_id: str) -> list[Checkpoint]:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("get_checkpoints"), {"task_id": task_id})
+            return [
+                Checkpoint(sha=r["sha"], bundle=bytes(r["bundle"])) for r in await cur.fetchall()
+            ]

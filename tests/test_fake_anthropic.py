@@ -17,6 +17,7 @@ from anthropic.types import TextBlock, ToolUseBlock
 from tests.support.fake_anthropic import (
     JSON,
     FakeAnthropic,
+    api_key_of,
     error_reply,
     read_log,
     text_reply,
@@ -42,7 +43,9 @@ def client(fake: FakeAnthropic, *, max_retries: int = 2) -> anthropic.Anthropic:
 
 
 def test_text_reply_round_trips_with_usage_and_cache_fields(fake: FakeAnthropic) -> None:
-    fake.add(text_reply("Hi there", input_tokens=12, output_tokens=3, cache_read=100, cache_write=7))
+    fake.add(
+        text_reply("Hi there", input_tokens=12, output_tokens=3, cache_read=100, cache_write=7)
+    )
     with client(fake) as c:
         msg = c.messages.create(
             model=MODEL,
@@ -60,8 +63,8 @@ def test_text_reply_round_trips_with_usage_and_cache_fields(fake: FakeAnthropic)
     assert msg.usage.cache_read_input_tokens == 100
     assert msg.usage.cache_creation_input_tokens == 7
     [headers] = fake.request_headers
-    assert headers["x-api-key"] == "test-key"
-    assert headers["anthropic-version"] == "2023-06-01"
+    assert api_key_of(headers) == "test-key"  # x-api-key, or a Bearer token in newer SDKs
+    assert headers["anthropic-version"]  # dated, e.g. "2023-06-01"
     assert headers["anthropic-beta"] == "prompt-caching-2024-07-31"
     assert fake.remaining == 0 and fake.errors == []
 
@@ -188,6 +191,24 @@ def test_exhausted_script_is_a_clear_server_error(fake: FakeAnthropic) -> None:
     assert fake.request_count == 2
 
 
+def test_a_raising_responder_is_a_500_that_is_not_retried(fake: FakeAnthropic) -> None:
+    def broken(request: JSON) -> JSON:
+        raise KeyError("no such field")
+
+    fake.add(broken)
+    with client(fake) as c, pytest.raises(anthropic.InternalServerError) as info:
+        c.messages.create(model=MODEL, max_tokens=64, messages=HELLO)
+    assert "bad script entry" in str(info.value) and "no such field" in str(info.value)
+    assert fake.request_count == 1 and len(fake.errors) == 1
+
+
+def test_delay_lets_a_client_time_out_after_the_request_is_recorded(fake: FakeAnthropic) -> None:
+    fake.add(text_reply("too late", delay=0.5))
+    with client(fake, max_retries=0) as c, pytest.raises(anthropic.APITimeoutError):
+        c.messages.create(model=MODEL, max_tokens=64, messages=HELLO, timeout=0.1)
+    assert fake.request_count == 1 and fake.remaining == 0
+
+
 def test_streaming_is_refused_without_consuming_the_script(fake: FakeAnthropic) -> None:
     fake.add(text_reply("unused"))
     with client(fake) as c, pytest.raises(anthropic.BadRequestError) as info:
@@ -218,9 +239,7 @@ def test_recorded_body_has_what_the_client_sent(fake: FakeAnthropic) -> None:
         {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
     ]
     with client(fake) as c:
-        c.messages.create(
-            model=MODEL, max_tokens=128, system=system, tools=tools, messages=HELLO
-        )
+        c.messages.create(model=MODEL, max_tokens=128, system=system, tools=tools, messages=HELLO)
     [body] = fake.requests
     assert body["model"] == MODEL and body["max_tokens"] == 128
     assert body["system"] == system and body["tools"] == tools and body["messages"] == HELLO
@@ -259,7 +278,7 @@ def test_subprocess_mode(tmp_path: Path) -> None:
         assert msg.content[0].text == "from a process" and msg.usage.input_tokens == 5
         [line] = read_log(log_file)
         assert line["path"] == "/v1/messages" and line["status"] == 200
-        assert line["body"]["messages"] == HELLO and line["headers"]["x-api-key"] == "test-key"
+        assert line["body"]["messages"] == HELLO and api_key_of(line["headers"]) == "test-key"
     finally:
         proc.send_signal(signal.SIGTERM)
         returncode = proc.wait(timeout=10)

@@ -100,28 +100,34 @@ class PlanRunner(DBOSConfiguredInstance):
         if snap["state"] == "submitted" and (await self.begin_task(task_id))["stopped"]:
             return "stopped"
         for item in snap["items"]:
-            status, attempt = item["status"], int(item["attempts"])
-            if status == "done":
-                continue
-            if status == "failed":
-                return "failed"
-            if status == "pending":
-                attempt += 1
-                if (await self.begin_attempt(task_id, item["id"], attempt))["stopped"]:
-                    return "stopped"
-            while True:
-                if (
-                    status != "verifying"
-                    and (await self.run_item(task_id, item["id"], attempt))["stopped"]
-                ):
-                    return "stopped"
-                outcome = (await self.verify_item(task_id, item["id"], attempt))["outcome"]
-                if outcome == "done":
-                    break
-                if outcome != "retry":
-                    return str(outcome)
-                attempt, status = attempt + 1, "in_progress"
+            outcome = await self._work_item(
+                task_id, item["id"], item["status"], int(item["attempts"])
+            )
+            if outcome != "done":
+                return outcome
         return str((await self.finish(task_id))["state"])
+
+    async def _work_item(self, task_id: str, item_id: str, status: str, attempt: int) -> str:
+        if status in ("done", "failed"):
+            return status
+        if status == "pending":
+            attempt += 1
+            if (await self.begin_attempt(task_id, item_id, attempt))["stopped"]:
+                return "stopped"
+        while True:
+            if status != "verifying":
+                ran = await self.run_item(task_id, item_id, attempt)
+                if ran["outcome"] == "stopped":
+                    return "stopped"
+                if ran["outcome"] == "restart":
+                    attempt = int(ran["attempt"])
+                    continue
+            status = "in_progress"
+            verified = await self.verify_item(task_id, item_id, attempt)
+            if verified["outcome"] in ("retry", "restart"):
+                attempt = int(verified["attempt"])
+                continue
+            return str(verified["outcome"])
 
 
 class DbosEngine:

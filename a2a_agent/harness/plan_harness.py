@@ -2,7 +2,9 @@
 
 Nothing here knows about DBOS. The engine wraps each public coroutine as a checkpointed step;
 every method is safe to run again after a crash, because effects are keyed and records are
-idempotent by that key.
+idempotent by that key. Each step first checks that the workspace is as the last step left it;
+if not (a lost disk, another machine, a half-run command), it restores the last checkpoint and
+restarts the item as a new attempt.
 """
 
 from __future__ import annotations
@@ -12,15 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from a2a_agent.harness.commands import CommandResult, run_command
 from a2a_agent.harness.render import plan_document, progress_document
+from a2a_agent.harness.report import build_report
 from a2a_agent.harness.workspace import Workspace
 from persistence.errors import NotFound
 from persistence.records import (
     JSON,
     TERMINAL_STATES,
+    Checkpoint,
     ItemChange,
     ItemRow,
     StepRecord,
@@ -60,19 +63,16 @@ class PlanHarness:
     def workspace(self, task_id: str) -> Workspace:
         return Workspace(self.config.workspaces / task_id)
 
-    async def _goal(self, task_id: str) -> str:
-        row = await self.store.get_task(task_id, None)
-        if row is None:
-            raise NotFound(task_id)
-        return row.plan["goal"] if row.plan else ""
-
     async def _render(
         self,
         task_id: str,
         items: list[ItemRow] | None = None,
         transitions: list[TransitionRow] | None = None,
     ) -> None:
-        goal = await self._goal(task_id)
+        row = await self.store.get_task(task_id, None)
+        if row is None:
+            raise NotFound(task_id)
+        goal = row.plan["goal"] if row.plan else row.status_text or ""
         items = items if items is not None else await self.store.get_items(task_id)
         if transitions is None:
             transitions = await self.store.get_transitions(task_id)
@@ -87,6 +87,52 @@ class PlanHarness:
                 return item
         raise NotFound(f"{task_id}/{item_id}")
 
+    async def _record(self, task_id: str, record: StepRecord) -> str:
+        """Record a step with the workspace's fingerprint; re-render the files; new state."""
+        fingerprint = await self.workspace(task_id).fingerprint()
+        outcome = await self.store.record_step(
+            task_id, dataclasses.replace(record, fingerprint=fingerprint)
+        )
+        await self._render(task_id)
+        return outcome.task_state
+
+    async def _check_workspace(self, task_id: str) -> str | None:
+        """None if the workspace is as the last step left it; else restore, and say why."""
+        recorded, checkpoint = await self.store.workspace_record(task_id)
+        ws = self.workspace(task_id)
+        found = await ws.fingerprint()
+        if recorded is None or checkpoint is None or found == recorded:
+            return None
+        bundles = [c.bundle for c in await self.store.get_checkpoints(task_id)]
+        await ws.restore(checkpoint, bundles)
+        return (
+            f"the workspace did not match the record of the last step (tree {found[:12]}, "
+            f"expected {recorded[:12]}); restored checkpoint {checkpoint[:12]}"
+        )
+
+    async def _restart(self, task_id: str, item: ItemRow, attempt: int, why: str) -> JSON:
+        state = await self._record(
+            task_id,
+            StepRecord(
+                effect_key=idempotency_key(task_id, item.item_id, attempt, "restore"),
+                step="restore",
+                result={},
+                item=ItemChange(item_id=item.item_id, status="in_progress", attempts=attempt + 1),
+                transitions=[
+                    Transition(
+                        item_id=item.item_id,
+                        attempt=attempt + 1,
+                        from_state=item.status,
+                        to_state="in_progress",
+                        reason=f"{why}; restarting the item as attempt {attempt + 1}",
+                    )
+                ],
+            ),
+        )
+        if state in TERMINAL_STATES:
+            return {"outcome": "stopped", "attempt": attempt}
+        return {"outcome": "restart", "attempt": attempt + 1}
+
     # ---- steps ------------------------------------------------------------------------
 
     async def snapshot(self, task_id: str) -> JSON:
@@ -96,24 +142,19 @@ class PlanHarness:
         items = await self.store.get_items(task_id)
         return {
             "state": row.state,
-            "items": [
-                {
-                    "id": i.item_id,
-                    "status": i.status,
-                    "attempts": i.attempts,
-                    "max_attempts": i.max_attempts,
-                }
-                for i in items
-            ],
+            "items": [{"id": i.item_id, "status": i.status, "attempts": i.attempts} for i in items],
         }
 
     async def begin_task(self, task_id: str) -> JSON:
         ws = self.workspace(task_id)
+        key = f"{task_id}:task:begin"
         await ws.ensure()
-        outcome = await self.store.record_step(
+        await self._render(task_id)
+        sha = await ws.commit("Start task: plan.json and progress.md", key)
+        state = await self._record(
             task_id,
             StepRecord(
-                effect_key=f"{task_id}:task:begin",
+                effect_key=key,
                 step="begin_task",
                 result={},
                 task_state="working",
@@ -125,15 +166,15 @@ class PlanHarness:
                         reason=f"picked up by worker {self.config.executor_id}",
                     )
                 ],
+                checkpoint=Checkpoint(sha=sha, bundle=await ws.bundle_since(None)),
             ),
         )
-        await self._render(task_id)
-        await ws.commit("Start task: plan.json and progress.md", f"{task_id}:task:begin")
-        return {"stopped": outcome.task_state in TERMINAL_STATES}
+        return {"stopped": state in TERMINAL_STATES}
 
     async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> JSON:
         item = await self._item(task_id, item_id)
-        outcome = await self.store.record_step(
+        restored = await self._check_workspace(task_id)
+        state = await self._record(
             task_id,
             StepRecord(
                 effect_key=idempotency_key(task_id, item_id, attempt, "begin"),
@@ -148,13 +189,12 @@ class PlanHarness:
                         attempt=attempt,
                         from_state=item.status,
                         to_state="in_progress",
-                        reason=f"started: {item.title}",
+                        reason=f"started: {item.title}" + (f" ({restored})" if restored else ""),
                     )
                 ],
             ),
         )
-        await self._render(task_id)
-        return {"stopped": outcome.task_state in TERMINAL_STATES}
+        return {"stopped": state in TERMINAL_STATES}
 
     async def _command(
         self,
@@ -171,7 +211,6 @@ class PlanHarness:
         if effect.status == "completed" and effect.result is not None:
             return CommandResult.from_json(effect.result["command"])
         ws = self.workspace(task_id)
-        await ws.ensure()
         env = {
             **self.config.command_env,
             "A2A_TASK_ID": task_id,
@@ -190,9 +229,11 @@ class PlanHarness:
 
     async def run_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
         item = await self._item(task_id, item_id)
-        key = idempotency_key(task_id, item_id, attempt, "run")
         if item.run is None:
             raise NotFound(f"item {item_id} has no run command")
+        restored = await self._check_workspace(task_id)
+        if restored:
+            return await self._restart(task_id, item, attempt, restored)
         result = await self._command(
             task_id,
             item,
@@ -201,10 +242,10 @@ class PlanHarness:
             command=item.run,
             timeout_s=self.config.command_timeout_s,
         )
-        outcome = await self.store.record_step(
+        state = await self._record(
             task_id,
             StepRecord(
-                effect_key=key,
+                effect_key=idempotency_key(task_id, item_id, attempt, "run"),
                 step="run",
                 result={"command": result.as_json()},
                 item=ItemChange(item_id=item_id, status="verifying", attempts=attempt),
@@ -220,11 +261,13 @@ class PlanHarness:
                 ],
             ),
         )
-        await self._render(task_id)
-        return {"stopped": outcome.task_state in TERMINAL_STATES}
+        return {"outcome": "stopped" if state in TERMINAL_STATES else "verify", "attempt": attempt}
 
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
         item = await self._item(task_id, item_id)
+        restored = await self._check_workspace(task_id)
+        if restored:
+            return await self._restart(task_id, item, attempt, restored)
         key = idempotency_key(task_id, item_id, attempt, "verify")
         result = await self._command(
             task_id,
@@ -235,34 +278,24 @@ class PlanHarness:
             timeout_s=item.verify_timeout_s,
         )
         evidence = _evidence(result)
+        failures = item.failures + 1
         if result.passed:
-            done = ItemChange(item_id=item_id, status="done", attempts=attempt, evidence=evidence)
-            transition = Transition(
-                item_id=item_id,
-                attempt=attempt,
-                from_state="verifying",
-                to_state="done",
-                reason=f"verified: `{item.verify_command}` exited 0",
-            )
-            sha = await self._checkpoint(task_id, item, done, transition, key)
-            record = StepRecord(
-                effect_key=key,
-                step="verify",
-                result={"command": result.as_json(), "outcome": "done"},
-                item=dataclasses.replace(done, commit_sha=sha),
-                transitions=[transition],
-            )
-        elif attempt < item.max_attempts:
+            record = await self._verified(task_id, item, attempt, result, key)
+        elif failures < item.max_attempts:
             record = StepRecord(
                 effect_key=key,
                 step="verify",
                 result={"command": result.as_json(), "outcome": "retry"},
                 item=ItemChange(
-                    item_id=item_id, status="in_progress", attempts=attempt + 1, evidence=evidence
+                    item_id=item_id,
+                    status="in_progress",
+                    attempts=attempt + 1,
+                    evidence=evidence,
+                    failures=failures,
                 ),
-                status_text=f"Item {item_id} failed verification; retrying "
-                f"(attempt {attempt + 1} of {item.max_attempts})",
                 task_state="working",
+                status_text=f"Item {item_id} failed verification; retrying "
+                f"({failures} of {item.max_attempts} attempts used)",
                 transitions=[
                     Transition(
                         item_id=item_id,
@@ -270,25 +303,30 @@ class PlanHarness:
                         from_state="verifying",
                         to_state="in_progress",
                         reason=f"verification `{item.verify_command}` exited {result.exit_code}; "
-                        f"retrying, attempt {attempt + 1} of {item.max_attempts}",
+                        f"retrying ({failures} of {item.max_attempts} attempts used)",
                     )
                 ],
             )
         else:
-            why = (
-                f"Item {item_id} failed verification after {attempt} attempt(s): "
-                f"`{item.verify_command}` exited {result.exit_code}. Output tail:\n"
-                f"{result.output_tail[-1500:]}"
-            )
+            failed = dataclasses.replace(item, status="failed", evidence=evidence)
+            items = [
+                failed if i.item_id == item_id else i for i in await self.store.get_items(task_id)
+            ]
             record = StepRecord(
                 effect_key=key,
                 step="verify",
                 result={"command": result.as_json(), "outcome": "failed"},
                 item=ItemChange(
-                    item_id=item_id, status="failed", attempts=attempt, evidence=evidence
+                    item_id=item_id,
+                    status="failed",
+                    attempts=attempt,
+                    evidence=evidence,
+                    failures=failures,
                 ),
                 task_state="failed",
-                status_text=why,
+                status_text=f"Item {item_id} failed verification after {failures} attempt(s): "
+                f"`{item.verify_command}` exited {result.exit_code}. Output tail:\n"
+                f"{result.output_tail[-1500:]}",
                 transitions=[
                     Transition(
                         item_id=item_id,
@@ -302,76 +340,62 @@ class PlanHarness:
                         from_state="working", to_state="failed", reason=f"item {item_id} failed"
                     ),
                 ],
-                report=await self._report(task_id, override=(item_id, "failed", evidence)),
+                report=build_report(items),
             )
-        outcome = await self.store.record_step(task_id, record)
-        await self._render(task_id)
-        if outcome.task_state in TERMINAL_STATES and outcome.task_state != "failed":
-            return {"outcome": "stopped"}
-        return {"outcome": outcome.result["outcome"]}
+        state = await self._record(task_id, record)
+        if state in TERMINAL_STATES and state != "failed":
+            return {"outcome": "stopped", "attempt": attempt}
+        outcome = "retry" if record.result["outcome"] == "retry" else record.result["outcome"]
+        return {"outcome": outcome, "attempt": attempt + 1 if outcome == "retry" else attempt}
 
-    async def _checkpoint(
-        self, task_id: str, item: ItemRow, done: ItemChange, transition: Transition, key: str
-    ) -> str:
-        """Commit the workspace with plan.json/progress.md already showing the item done."""
+    async def _verified(
+        self, task_id: str, item: ItemRow, attempt: int, result: CommandResult, key: str
+    ) -> StepRecord:
+        """Commit the workspace, plan.json/progress.md already showing the item done."""
+        evidence = _evidence(result)
+        done = ItemChange(item_id=item.item_id, status="done", attempts=attempt, evidence=evidence)
+        transition = Transition(
+            item_id=item.item_id,
+            attempt=attempt,
+            from_state="verifying",
+            to_state="done",
+            reason=f"verified: `{item.verify_command}` exited 0",
+        )
         items = [
-            dataclasses.replace(
-                i, status=done.status, attempts=done.attempts, evidence=done.evidence
-            )
+            dataclasses.replace(i, status="done", attempts=attempt, evidence=evidence)
             if i.item_id == item.item_id
             else i
             for i in await self.store.get_items(task_id)
         ]
         transitions = await self.store.get_transitions(task_id)
         pending = TransitionRow(
-            seq=(transitions[-1].seq + 1) if transitions else 1,
-            item_id=transition.item_id,
-            attempt=transition.attempt,
-            from_state=transition.from_state,
-            to_state=transition.to_state,
+            seq=transitions[-1].seq + 1 if transitions else 1,
+            item_id=item.item_id,
+            attempt=attempt,
+            from_state="verifying",
+            to_state="done",
             reason=transition.reason,
             at=datetime.now(UTC),
         )
         await self._render(task_id, items, [*transitions, pending])
-        return await self.workspace(task_id).commit(
+        ws = self.workspace(task_id)
+        _, previous = await self.store.workspace_record(task_id)
+        sha = await ws.commit(
             f"Item {item.item_id}: {item.title}\n\nVerified by `{item.verify_command}` (exit 0).",
             key,
         )
-
-    async def _report(self, task_id: str, override: tuple[str, str, JSON] | None = None) -> JSON:
-        items = await self.store.get_items(task_id)
-        statuses: dict[str, Any] = {i.item_id: (i.status, i.evidence) for i in items}
-        if override is not None:
-            statuses[override[0]] = (override[1], override[2])
-        done = [i.item_id for i in items if statuses[i.item_id][0] == "done"]
-        failed = [i.item_id for i in items if statuses[i.item_id][0] == "failed"]
-        remaining = [i.item_id for i in items if statuses[i.item_id][0] not in ("done", "failed")]
-        checks = [
-            {
-                "item": i.item_id,
-                "command": i.verify_command,
-                "exit_code": (statuses[i.item_id][1] or {}).get("exit_code"),
-            }
-            for i in items
-            if statuses[i.item_id][0] == "done"
-        ]
-        summary = (
-            f"{len(done)} of {len(items)} items done and verified"
-            + (f"; failed: {', '.join(failed)}" if failed else "")
-            + (f"; not reached: {', '.join(remaining)}" if remaining else "")
-            + "."
+        return StepRecord(
+            effect_key=key,
+            step="verify",
+            result={"outcome": "done", "commit": sha},
+            item=dataclasses.replace(done, commit_sha=sha),
+            transitions=[transition],
+            checkpoint=Checkpoint(sha=sha, bundle=await ws.bundle_since(previous)),
         )
-        return {
-            "summary": summary,
-            "items_done": done,
-            "items_failed": failed,
-            "checks_passed": checks,
-            "remaining": remaining,
-        }
 
     async def finish(self, task_id: str) -> JSON:
-        report = await self._report(task_id)
-        outcome = await self.store.record_step(
+        report = build_report(await self.store.get_items(task_id))
+        state = await self._record(
             task_id,
             StepRecord(
                 effect_key=f"{task_id}:task:finish",
@@ -385,13 +409,11 @@ class PlanHarness:
                 report=report,
             ),
         )
-        await self._render(task_id)
-        return {"state": outcome.task_state}
+        return {"state": state}
 
     async def fail(self, task_id: str, reason: str) -> JSON:
         """End the run as failed when it cannot go on (its reason goes to the caller)."""
-        report = await self._report(task_id)
-        outcome = await self.store.record_step(
+        state = await self._record(
             task_id,
             StepRecord(
                 effect_key=f"{task_id}:task:fail",
@@ -400,8 +422,7 @@ class PlanHarness:
                 task_state="failed",
                 status_text=f"Failed: {reason}",
                 transitions=[Transition(to_state="failed", reason=reason)],
-                report=report,
+                report=build_report(await self.store.get_items(task_id)),
             ),
         )
-        await self._render(task_id)
-        return {"state": outcome.task_state}
+        return {"state": state}

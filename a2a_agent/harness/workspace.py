@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 from pathlib import Path
 
 from a2a_agent.errors import AgentError
 
 KEY_TRAILER = "A2A-Idempotency-Key"
+DERIVED_FILES = ("plan.json", "progress.md")
 
 
 class WorkspaceError(AgentError):
@@ -18,7 +21,14 @@ class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    async def _git(self, *args: str, check: bool = True) -> str:
+    async def _git(self, *args: str, check: bool = True, index: str | None = None) -> str:
+        env = {
+            "GIT_TERMINAL_PROMPT": "0",
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.root),
+        }
+        if index is not None:
+            env["GIT_INDEX_FILE"] = index
         proc = await asyncio.create_subprocess_exec(
             "git",
             *args,
@@ -26,11 +36,7 @@ class Workspace:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env={
-                "GIT_TERMINAL_PROMPT": "0",
-                "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "HOME": str(self.root),
-            },
+            env=env,
         )
         out, err = await proc.communicate()
         if check and proc.returncode != 0:
@@ -72,3 +78,44 @@ class Workspace:
         if await self.head() is None:
             return []
         return (await self._git("log", "--format=%H %s")).splitlines()
+
+    async def fingerprint(self) -> str:
+        """The tree hash of the working directory, without the two files rendered from rows.
+
+        A private index file keeps this from touching the index the commits use.
+        """
+        if not (self.root / ".git").exists():
+            return "missing"
+        index = str(self.root / ".git" / "a2a-fingerprint-index")
+        await self._git(
+            "add", "-A", "--", ".", *(f":(exclude){n}" for n in DERIVED_FILES), index=index
+        )
+        return await self._git("write-tree", index=index)
+
+    async def bundle_since(self, previous: str | None) -> bytes:
+        """A git bundle of HEAD, holding only the commits after `previous`."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "checkpoint.bundle"
+            spec = f"{previous}..main" if previous else "main"
+            await self._git("bundle", "create", "-q", str(path), spec)
+            return path.read_bytes()
+
+    async def has_commit(self, sha: str) -> bool:
+        if not (self.root / ".git").exists():
+            return False
+        out = await self._git("cat-file", "-t", sha, check=False)
+        return out == "commit"
+
+    async def restore(self, sha: str, bundles: list[bytes]) -> None:
+        """Make the workspace exactly checkpoint `sha`, rebuilding the repository if lost."""
+        if not await self.has_commit(sha):
+            if self.root.exists():
+                shutil.rmtree(self.root)
+            await self.ensure()
+            with tempfile.TemporaryDirectory() as tmp:
+                for n, bundle in enumerate(bundles):
+                    path = Path(tmp) / f"{n}.bundle"
+                    path.write_bytes(bundle)
+                    await self._git("fetch", "-q", str(path), "main:refs/a2a/restored")
+        await self._git("reset", "-q", "--hard", sha)
+        await self._git("clean", "-q", "-d", "-f", "-x", "-e", ".git")

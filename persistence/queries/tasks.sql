@@ -80,6 +80,7 @@ UPDATE items
 SET status = %(status)s, attempts = %(attempts)s,
     evidence = coalesce(%(evidence)s::jsonb, evidence),
     commit_sha = coalesce(%(commit_sha)s, commit_sha),
+    failures = coalesce(%(failures)s, failures),
     updated_at = clock_timestamp()
 WHERE task_id = %(task_id)s AND item_id = %(item_id)s
 
@@ -134,7 +135,7 @@ SELECT seq, body FROM events WHERE task_id = %(task_id)s AND seq > %(after)s ORD
 
 -- name: get_items
 SELECT item_id, position, title, run, verify_command, verify_timeout_s, max_attempts, status,
-       attempts, evidence, commit_sha
+       attempts, evidence, commit_sha, failures
 FROM items WHERE task_id = %(task_id)s ORDER BY position
 
 -- name: get_transitions

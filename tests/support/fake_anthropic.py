@@ -38,8 +38,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import FrameType, TracebackType
-from typing import Any, NamedTuple, cast
+from types import FrameType
+from typing import Any, NamedTuple, TypedDict, Unpack, cast
 from urllib.parse import urlsplit
 
 JSON = dict[str, Any]
@@ -66,71 +66,43 @@ def new_id(prefix: str) -> str:
     return prefix + "01" + "".join(secrets.choice(_ALPHABET) for _ in range(22))
 
 
-def _usage(
-    input_tokens: int | None, output_tokens: int | None, cache_read: int, cache_write: int
-) -> JSON:
-    usage: JSON = {"cache_read_input_tokens": cache_read, "cache_creation_input_tokens": cache_write}
-    if input_tokens is not None:
-        usage["input_tokens"] = input_tokens
-    if output_tokens is not None:
-        usage["output_tokens"] = output_tokens
-    return usage
+class ReplyOptions(TypedDict, total=False):
+    input_tokens: int  # default: request size // 4
+    output_tokens: int  # default: reply size // 4
+    cache_read: int  # usage.cache_read_input_tokens, default 0
+    cache_write: int  # usage.cache_creation_input_tokens, default 0
+    delay: float  # seconds to wait before answering
 
 
-def text_reply(
-    text: str,
-    *,
-    stop_reason: str = "end_turn",
-    input_tokens: int | None = None,
-    output_tokens: int | None = None,
-    cache_read: int = 0,
-    cache_write: int = 0,
-    delay: float = 0.0,
-) -> JSON:
+def _options(opts: ReplyOptions) -> JSON:
+    usage: JSON = {
+        "cache_read_input_tokens": opts.get("cache_read", 0),
+        "cache_creation_input_tokens": opts.get("cache_write", 0),
+    }
+    for key in ("input_tokens", "output_tokens"):
+        if key in opts:
+            usage[key] = opts[key]
+    return {"usage": usage, "delay": opts.get("delay", 0.0)}
+
+
+def text_reply(text: str, *, stop_reason: str = "end_turn", **opts: Unpack[ReplyOptions]) -> JSON:
     """A final assistant message holding one text block."""
-    usage = _usage(input_tokens, output_tokens, cache_read, cache_write)
-    return {"text": text, "stop_reason": stop_reason, "usage": usage, "delay": delay}
+    return {"text": text, "stop_reason": stop_reason, **_options(opts)}
 
 
 def tools_reply(
-    *calls: tuple[str, Mapping[str, Any]],
-    text: str | None = None,
-    input_tokens: int | None = None,
-    output_tokens: int | None = None,
-    cache_read: int = 0,
-    cache_write: int = 0,
-    delay: float = 0.0,
+    *calls: tuple[str, Mapping[str, Any]], text: str | None = None, **opts: Unpack[ReplyOptions]
 ) -> JSON:
     """An assistant message calling each ``(name, input)`` tool, after an optional text block."""
-    return {
-        "tool_use": [{"name": name, "input": dict(args)} for name, args in calls],
-        "text": text,
-        "usage": _usage(input_tokens, output_tokens, cache_read, cache_write),
-        "delay": delay,
-    }
+    uses = [{"name": name, "input": dict(args)} for name, args in calls]
+    return {"tool_use": uses, "text": text, **_options(opts)}
 
 
 def tool_reply(
-    name: str,
-    input: Mapping[str, Any],
-    *,
-    text: str | None = None,
-    input_tokens: int | None = None,
-    output_tokens: int | None = None,
-    cache_read: int = 0,
-    cache_write: int = 0,
-    delay: float = 0.0,
+    name: str, input: Mapping[str, Any], *, text: str | None = None, **opts: Unpack[ReplyOptions]
 ) -> JSON:
     """An assistant message calling one tool (``stop_reason: "tool_use"``)."""
-    return tools_reply(
-        (name, input),
-        text=text,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cache_read=cache_read,
-        cache_write=cache_write,
-        delay=delay,
-    )
+    return tools_reply((name, input), text=text, **opts)
 
 
 def error_reply(
@@ -144,14 +116,9 @@ def error_reply(
 ) -> JSON:
     """An API error. ``retry_after`` (seconds) sets ``retry-after-ms`` and ``retry-after``;
     the SDK honours it when > 0 (0 means its own backoff, about 0.5 s, applies)."""
-    entry: JSON = {"status": status, "error_type": error_type or _ERROR_TYPES.get(status, "api_error")}
-    entry["message"] = message or f"fake anthropic: scripted {entry['error_type']}"
-    if retry_after is not None:
-        entry["retry_after"] = retry_after
-    if should_retry is not None:
-        entry["should_retry"] = should_retry
-    entry["delay"] = delay
-    return entry
+    entry = {"status": status, "error_type": error_type, "message": message, "delay": delay}
+    entry |= {"retry_after": retry_after, "should_retry": should_retry}
+    return {key: value for key, value in entry.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -199,7 +166,7 @@ class FakeAnthropic:
     # lifecycle
     def start(self) -> FakeAnthropic:
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake-anthropic", daemon=True
+            target=self._server.serve_forever, args=(0.05,), name="fake-anthropic", daemon=True
         )
         self._thread.start()
         return self
@@ -214,12 +181,7 @@ class FakeAnthropic:
     def __enter__(self) -> FakeAnthropic:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # scripting and inspection
@@ -229,7 +191,7 @@ class FakeAnthropic:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self._server.server_address[0]!s}:{self.port}"
 
     def add(self, *entries: Entry) -> None:
         """Append entries to the script."""
@@ -308,29 +270,28 @@ class FakeAnthropic:
     def _render(entry: JSON, body: JSON, size: int) -> _Reply:
         delay = float(entry.get("delay") or 0.0)
         if "status" in entry:
-            status = int(entry["status"])
-            headers: dict[str, str] = {}
+            status, headers = int(entry["status"]), {}
             if entry.get("retry_after") is not None:
-                seconds = float(entry["retry_after"])
-                headers["retry-after-ms"] = str(int(seconds * 1000))
-                headers["retry-after"] = str(math.ceil(seconds))
+                headers["retry-after-ms"] = str(int(float(entry["retry_after"]) * 1000))
+                headers["retry-after"] = str(math.ceil(float(entry["retry_after"])))
             if entry.get("should_retry") is not None:
                 headers["x-should-retry"] = "true" if entry["should_retry"] else "false"
-            error_type = str(entry.get("error_type") or _ERROR_TYPES.get(status, "api_error"))
-            message = str(entry.get("message") or f"fake anthropic: scripted {error_type}")
-            return _error(status, error_type, message, headers)._replace(delay=delay)
+            kind = str(entry.get("error_type") or _ERROR_TYPES.get(status, "api_error"))
+            text = str(entry.get("message") or f"fake anthropic: scripted {kind}")
+            return _error(status, kind, text, headers)._replace(delay=delay)
         calls = list(entry.get("tool_use") or [])
-        if "content" in entry:
-            content = [dict(block) for block in entry["content"]]
-        elif "text" in entry or calls:
-            content = [] if entry.get("text") is None else [{"type": "text", "text": entry["text"]}]
-            for call in calls:
-                block = {"type": "tool_use", "id": call.get("id") or new_id("toolu_")}
-                content.append({**block, "name": call["name"], "input": dict(call.get("input", {}))})
-        else:
+        content: list[JSON] = [dict(block) for block in entry.get("content") or []]
+        if entry.get("text") is not None:
+            content.append({"type": "text", "text": str(entry["text"])})
+        for call in calls:
+            tool_id = call.get("id") or new_id("toolu_")
+            args = dict(call.get("input") or {})
+            content.append({"type": "tool_use", "id": tool_id, "name": call["name"], "input": args})
+        if not ({"text", "tool_use", "content"} & entry.keys()):
             raise ValueError("entry needs one of: text, tool_use, content, status")
         usage = dict(entry.get("usage") or {})
-        message = {
+        out_tokens = max(1, len(json.dumps(content)) // 4)
+        reply = {
             "id": new_id("msg_"),
             "type": "message",
             "role": "assistant",
@@ -340,19 +301,21 @@ class FakeAnthropic:
             "stop_sequence": entry.get("stop_sequence"),
             "usage": {
                 "input_tokens": int(usage.get("input_tokens", max(1, size // 4))),
-                "output_tokens": int(
-                    usage.get("output_tokens", max(1, len(json.dumps(content)) // 4))
-                ),
+                "output_tokens": int(usage.get("output_tokens", out_tokens)),
                 "cache_creation_input_tokens": int(usage.get("cache_creation_input_tokens", 0)),
                 "cache_read_input_tokens": int(usage.get("cache_read_input_tokens", 0)),
             },
         }
-        return _Reply(200, message, {}, delay)
+        return _Reply(200, reply, {}, delay)
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     fake: FakeAnthropic
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # client gone: expected in tests
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -398,6 +361,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output quiet; every request is in .records / the log file
+
+
+def api_key_of(headers: Mapping[str, str]) -> str | None:
+    """The key a request authenticated with: ``x-api-key``, or an ``authorization: Bearer``."""
+    bearer = headers.get("authorization", "")
+    return headers.get("x-api-key") or (bearer[7:] if bearer.startswith("Bearer ") else None)
 
 
 def wait_for_port_file(path: str | os.PathLike[str], timeout: float = 10.0) -> int:

@@ -1,0 +1,36 @@
+"""The final report, written from the stored items and their evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from persistence.records import JSON, ItemRow
+
+
+def build_report(items: Sequence[ItemRow]) -> JSON:
+    done = [i.item_id for i in items if i.status == "done"]
+    failed = [i.item_id for i in items if i.status == "failed"]
+    remaining = [i.item_id for i in items if i.status not in ("done", "failed")]
+    checks = [
+        {
+            "item": i.item_id,
+            "command": i.verify_command,
+            "exit_code": (i.evidence or {}).get("exit_code"),
+            "commit": i.commit_sha,
+        }
+        for i in items
+        if i.status == "done"
+    ]
+    summary = (
+        f"{len(done)} of {len(items)} items done and verified"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+        + (f"; not reached: {', '.join(remaining)}" if remaining else "")
+        + "."
+    )
+    return {
+        "summary": summary,
+        "items_done": done,
+        "items_failed": failed,
+        "checks_passed": checks,
+        "remaining": remaining,
+    }
