@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import time
 from collections.abc import Mapping
@@ -44,8 +45,38 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _pdeathsig_prefix() -> list[str]:
+    # If the worker dies, its command's shell dies with it (setpriv sets the parent-death
+    # signal, then execs bash); what the shell started is killed by `kill_leftovers`.
+    return ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
+
+
+def _note_group(pid_file: Path, pgid: int | None) -> None:
+    # A few bytes on local disk, written synchronously so a crash right after leaves it there.
+    if pgid is None:
+        pid_file.unlink(missing_ok=True)
+    else:
+        pid_file.write_text(str(pgid))
+
+
+def kill_leftovers(pid_file: Path) -> None:
+    """Kill the process group a previous incarnation of this worker left running here."""
+    try:
+        pgid = int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return
+    _kill_group(pgid)
+    pid_file.unlink(missing_ok=True)
+
+
 async def run_command(
-    command: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float, tail_bytes: int
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    tail_bytes: int,
+    pid_file: Path | None = None,
 ) -> CommandResult:
     """Run `command` with bash in `cwd`. Exit code 124 with timed_out=True means it was killed.
 
@@ -53,7 +84,10 @@ async def run_command(
     started, not just the shell.
     """
     started = time.monotonic()
+    if pid_file is not None:
+        kill_leftovers(pid_file)
     proc = await asyncio.create_subprocess_exec(
+        *_pdeathsig_prefix(),
         "/bin/bash",
         "-c",
         command,
@@ -64,6 +98,8 @@ async def run_command(
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
+    if pid_file is not None:
+        _note_group(pid_file, proc.pid)
     tail = bytearray()
 
     async def pump() -> None:
@@ -86,6 +122,8 @@ async def run_command(
     else:
         # The shell exited; do not leave background children of the command behind.
         _kill_group(proc.pid)
+    if pid_file is not None:
+        _note_group(pid_file, None)
     exit_code = 124 if timed_out else (proc.returncode if proc.returncode is not None else -1)
     text = tail.decode("utf-8", errors="replace")
     if timed_out:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from a2a_agent.harness.commands import CommandResult, run_command
+from a2a_agent.harness.commands import CommandResult, kill_leftovers, run_command
 from a2a_agent.harness.render import plan_document, progress_document
 from a2a_agent.harness.report import build_report
 from a2a_agent.harness.workspace import Workspace
@@ -100,6 +100,7 @@ class PlanHarness:
         """None if the workspace is as the last step left it; else restore, and say why."""
         recorded, checkpoint = await self.store.workspace_record(task_id)
         ws = self.workspace(task_id)
+        kill_leftovers(ws.command_pid_file)
         found = await ws.fingerprint()
         if recorded is None or checkpoint is None or found == recorded:
             return None

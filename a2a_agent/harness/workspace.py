@@ -21,6 +21,11 @@ class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = root
 
+    @property
+    def command_pid_file(self) -> Path:
+        """Where the running command's process group is noted (inside .git: never committed)."""
+        return self.root / ".git" / "a2a-command.pid"
+
     async def _git(self, *args: str, check: bool = True, index: str | None = None) -> str:
         env = {
             "GIT_TERMINAL_PROMPT": "0",

@@ -54,7 +54,7 @@ class AgentProcess:
             "A2A_AGENT_RECONCILE_INTERVAL_S": "2",
             **(env or {}),
         }
-        self.log_path = home / f"{executor_id}.log"
+        self.log_path = home / f"{executor_id}-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

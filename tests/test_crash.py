@@ -1,0 +1,126 @@
+"""Crash safety with real processes: kill -9, lost workspaces, dead workers, a restarted
+database, and a code upgrade in the middle of a run."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+from a2a.types.a2a_pb2 import TaskState
+
+from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
+from tests.support.processes import StartAgent
+from tests.test_restart import assert_transitions_sound, ledger_items, wait_items_done
+
+COMPLETED = TaskState.TASK_STATE_COMPLETED
+pytestmark = pytest.mark.slow
+
+
+def wait_effect_started(database_url: str, key: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with psycopg.connect(database_url) as conn:
+            if conn.execute("SELECT 1 FROM effects WHERE key = %s", (key,)).fetchone():
+                return
+        time.sleep(0.02)
+    raise TimeoutError(key)
+
+
+async def test_kill9_resumes_in_flight_step_with_the_same_key(
+    start_agent: StartAgent, database_url: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    server = start_agent("serve", "node-k")
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message(ledger_items(3, ledger, 1.5)))
+    key = f"{task.id}:i1:1:run"
+    wait_effect_started(database_url, key)
+    time.sleep(0.3)  # the command is running, and has not touched the workspace yet
+    server.kill()
+    server = start_agent("serve", "node-k")
+    async with a2a_client(server.url) as client:
+        finished = await wait_for(client, task.id, timeout=60)
+    assert finished.status.state == COMPLETED
+    counts = Counter(ledger.read_text().split())
+    assert counts[f"{task.id}:i0:1:run"] == 1
+    assert counts[key] == 2  # the interrupted step ran again under the same key
+    assert counts[f"{task.id}:i2:1:run"] == 1
+    with psycopg.connect(database_url) as conn:
+        runs = conn.execute("SELECT runs, status FROM effects WHERE key = %s", (key,)).fetchone()
+    assert runs == (2, "completed")
+    assert_transitions_sound(database_url, task.id)
+
+
+async def test_lost_workspace_is_restored_from_checkpoints(
+    start_agent: StartAgent, database_url: str, home: Path
+) -> None:
+    items = [
+        item("first", "echo one > one.txt", "test -f one.txt"),
+        item("second", "sleep 1.5; echo two > two.txt", "test -f two.txt"),
+    ]
+    server = start_agent("serve", "node-w")
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message(items))
+    wait_effect_started(database_url, f"{task.id}:second:1:run")
+    server.kill()
+    workspace = home / "workspaces" / task.id
+    shutil.rmtree(workspace)  # the disk is gone: a new machine starts from nothing
+    server = start_agent("serve", "node-w")
+    async with a2a_client(server.url) as client:
+        finished = await wait_for(client, task.id, timeout=60)
+    assert finished.status.state == COMPLETED
+    plan = {i["id"]: i for i in plan_of(finished)["items"]}
+    assert plan["second"]["attempts"] == 2
+    assert (workspace / "one.txt").read_text() == "one\n"
+    log = subprocess.run(
+        ["git", "log", "--format=%H"], cwd=workspace, check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert plan["first"]["commit"] in log and plan["second"]["commit"] in log
+    assert len(log) == 3
+    with psycopg.connect(database_url) as conn:
+        reasons = [
+            r[0]
+            for r in conn.execute(
+                "SELECT reason FROM transitions WHERE task_id = %s AND item_id = 'second'",
+                (task.id,),
+            )
+        ]
+    assert any("restored checkpoint" in r and "attempt 2" in r for r in reasons), reasons
+    assert "restored checkpoint" in (workspace / "progress.md").read_text()
+
+
+async def test_survivor_takes_over_a_dead_worker(
+    start_agent: StartAgent, database_url: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    timeout = "4"
+    api = start_agent("serve", "api", "--no-worker", A2A_AGENT_HEARTBEAT_TIMEOUT_S=timeout)
+    doomed = start_agent(
+        "worker", "doomed", A2A_AGENT_HEARTBEAT_TIMEOUT_S=timeout, A2A_AGENT_WORKER_CONCURRENCY="8"
+    )
+    async with a2a_client(api.url) as client:
+        tasks = [await send(client, plan_message(ledger_items(3, ledger, 0.5))) for _ in range(3)]
+        wait_items_done(database_url, tasks[0].id, 1)
+        doomed.kill()  # and it never comes back
+        killed_at = time.monotonic()
+        start_agent("worker", "survivor", A2A_AGENT_HEARTBEAT_TIMEOUT_S=timeout)
+        for task in tasks:
+            finished = await wait_for(client, task.id, timeout=60)
+            assert finished.status.state == COMPLETED
+        took = time.monotonic() - killed_at
+    assert took < float(timeout) + 15, took
+    counts = Counter(ledger.read_text().split())
+    assert len(counts) == 9 and max(counts.values()) <= 2
+    for task in tasks:
+        assert_transitions_sound(database_url, task.id)
+
+
+async def test_executor_id_in_use_is_refused(start_agent: StartAgent) -> None:
+    start_agent("worker", "twin")
+    with pytest.raises(RuntimeError, match="in use by pid"):
+        start_agent("worker", "twin")
