@@ -31,10 +31,10 @@ def create_pool(conninfo: str, *, max_size: int = 10) -> Pool:
 
 
 @asynccontextmanager
-async def transaction(pool: Pool) -> AsyncIterator[Conn]:
+async def transaction(pool: Pool, *, timeout_s: float | None = None) -> AsyncIterator[Conn]:
     """One transaction on a pooled connection; driver errors are translated here."""
     try:
-        async with pool.connection() as conn, conn.transaction():
+        async with pool.connection(timeout=timeout_s) as conn, conn.transaction():
             yield conn
     except psycopg.errors.IntegrityError as exc:
         raise Conflict(str(exc).strip()) from exc

@@ -108,9 +108,10 @@ class PostgresTaskStore:
     def _tx(self) -> AbstractAsyncContextManager[Conn]:
         return transaction(self._pool)
 
-    async def ping(self) -> bool:
+    async def ping(self, timeout_s: float = 2.0) -> bool:
+        """True if the database answers within `timeout_s` (readiness must not hang)."""
         try:
-            async with self._tx() as conn:
+            async with transaction(self._pool, timeout_s=timeout_s) as conn:
                 await conn.execute(q("ping"))
         except StoreUnavailable:
             return False
