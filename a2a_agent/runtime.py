@@ -73,6 +73,8 @@ class Runtime:
             reconcile_interval_s=settings.reconcile_interval_s,
             queue_poll_s=settings.queue_poll_s,
             shutdown_grace_s=settings.shutdown_grace_s,
+            stuck_after_s=settings.stuck_after_s,
+            max_run_age_s=settings.max_run_age_s,
         )
         self._stack = AsyncExitStack()
 

@@ -65,6 +65,8 @@ class Settings:
     queue_poll_s: float = 0.5
     heartbeat_timeout_s: float = 30.0
     shutdown_grace_s: float = 30.0
+    stuck_after_s: float = 3600.0
+    max_run_age_s: float = 7 * 24 * 3600.0
     agent_card_path: Path = field(default_factory=lambda: REPO_ROOT / "agent_card.json")
     command_env: Mapping[str, str] = field(default_factory=dict)
     db_pool_max: int = 10
@@ -105,6 +107,8 @@ class Settings:
             queue_poll_s=_float(env, "A2A_AGENT_QUEUE_POLL_S", 0.5),
             heartbeat_timeout_s=_float(env, "A2A_AGENT_HEARTBEAT_TIMEOUT_S", 30.0),
             shutdown_grace_s=_float(env, "A2A_AGENT_SHUTDOWN_GRACE_S", 30.0),
+            stuck_after_s=_float(env, "A2A_AGENT_STUCK_AFTER_S", 3600.0),
+            max_run_age_s=_float(env, "A2A_AGENT_MAX_RUN_AGE_S", 7 * 24 * 3600.0),
             agent_card_path=Path(env.get("A2A_AGENT_CARD") or REPO_ROOT / "agent_card.json"),
             command_env=command_env,
             db_pool_max=_int(env, "A2A_AGENT_DB_POOL_MAX", 10, minimum=2),

@@ -59,6 +59,9 @@ class TaskStore(Protocol):
     async def submitted_task_ids(self, older_than_s: float) -> list[str]: ...
     async def workspace_record(self, task_id: str) -> tuple[str | None, str | None]: ...
     async def get_checkpoints(self, task_id: str) -> list[Checkpoint]: ...
+    async def stuck_tasks(
+        self, stuck_after_s: float, max_age_s: float
+    ) -> list[tuple[str, str]]: ...
 
 
 def _task(row: dict[str, Any]) -> TaskRow:
@@ -472,3 +475,11 @@ class PostgresTaskStore:
             return [
                 Checkpoint(sha=r["sha"], bundle=bytes(r["bundle"])) for r in await cur.fetchall()
             ]
+
+    async def stuck_tasks(self, stuck_after_s: float, max_age_s: float) -> list[tuple[str, str]]:
+        """(task id, "no_progress" | "max_age") for runs that should be stopped."""
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                q("stuck_tasks"), {"stuck_after_s": stuck_after_s, "max_age_s": max_age_s}
+            )
+            return [(r["task_id"], r["why"]) for r in await cur.fetchall()]

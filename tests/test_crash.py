@@ -14,7 +14,7 @@ import pytest
 from a2a.types.a2a_pb2 import TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
-from tests.support.processes import StartAgent
+from tests.support.processes import REPO, AgentProcess, StartAgent
 from tests.test_restart import assert_transitions_sound, ledger_items, wait_items_done
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
@@ -124,3 +124,63 @@ async def test_executor_id_in_use_is_refused(start_agent: StartAgent) -> None:
     start_agent("worker", "twin")
     with pytest.raises(RuntimeError, match="in use by pid"):
         start_agent("worker", "twin")
+
+
+async def test_stuck_run_is_stopped_with_a_final_entry(start_agent: StartAgent, home: Path) -> None:
+    server = start_agent(
+        "serve", "node-s", A2A_AGENT_STUCK_AFTER_S="3", A2A_AGENT_HEARTBEAT_TIMEOUT_S="3"
+    )
+    items = [item("hang", "sleep 120; touch never.txt", "true"), item("next", "true", "true")]
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message(items))
+        finished = await wait_for(client, task.id, timeout=30)
+    assert finished.status.state == TaskState.TASK_STATE_FAILED
+    text = finished.status.message.parts[0].text
+    assert "stuck" in text and "3 s" in text
+    plan = {i["id"]: i for i in plan_of(finished)["items"]}
+    assert plan["hang"]["status"] in ("in_progress", "verifying")
+    assert plan["next"]["status"] == "pending"
+    progress = (home / "workspaces" / task.id / "progress.md").read_text()
+    assert "stopped as stuck" in progress
+    time.sleep(1.5)
+    ps = subprocess.run(
+        ["pgrep", "-f", "sleep 120; touch never.txt"], check=False, capture_output=True
+    )
+    assert ps.returncode == 1, "the stuck command was left running"
+
+
+async def test_run_resumes_after_a_code_upgrade(
+    start_agent: StartAgent, database_url: str, home: Path, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    upgraded = tmp_path / "v2"
+    for package in ("a2a_agent", "persistence"):
+        shutil.copytree(
+            REPO / package, upgraded / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    shutil.copy(REPO / "agent_card.json", upgraded / "agent_card.json")
+    render = upgraded / "a2a_agent" / "harness" / "render.py"
+    render.write_text(
+        render.read_text().replace(
+            '"the newest entry is last."', '"the newest entry is last. (upgraded)"'
+        )
+    )
+
+    server = start_agent("serve", "node-u")
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message(ledger_items(3, ledger, 0.8)))
+    wait_items_done(database_url, task.id, 1)
+    server.kill()
+    new = AgentProcess(
+        role="serve", database_url=database_url, home=home, executor_id="node-u", code_dir=upgraded
+    ).start()
+    try:
+        async with a2a_client(new.url) as client:
+            finished = await wait_for(client, task.id, timeout=60)
+    finally:
+        new.kill()
+    assert finished.status.state == COMPLETED
+    assert "(upgraded)" in (home / "workspaces" / task.id / "progress.md").read_text()
+    counts = Counter(ledger.read_text().split())
+    assert counts[f"{task.id}:i0:1:run"] == 1 and len(counts) == 3
+    assert_transitions_sound(database_url, task.id)

@@ -146,6 +146,8 @@ class DbosEngine:
         reconcile_interval_s: float,
         queue_poll_s: float,
         shutdown_grace_s: float,
+        stuck_after_s: float,
+        max_run_age_s: float,
     ) -> None:
         self._registry = registry
         self._run_worker = run_worker
@@ -164,6 +166,7 @@ class DbosEngine:
                 "log_level": "WARNING",
             }
         )
+        self._harness = harness
         self._runner = PlanRunner(harness, self.gate)
         self.supervisor = Supervisor(
             registry=registry,
@@ -171,7 +174,10 @@ class DbosEngine:
             run_worker=run_worker,
             start_run=self.start,
             take_over=self._take_over,
+            stop_run=self._stop_run,
             reconcile_interval_s=reconcile_interval_s,
+            stuck_after_s=stuck_after_s,
+            max_run_age_s=max_run_age_s,
         )
 
     async def launch(self) -> None:
@@ -224,3 +230,8 @@ class DbosEngine:
         for workflow in pending:
             await DBOS.resume_workflow_async(workflow.workflow_id, queue_name=RUN_QUEUE)
         return len(pending)
+
+    async def _stop_run(self, task_id: str, reason: str) -> None:
+        """Stop a stuck run: interrupt its step, then fail it with a final progress entry."""
+        await DBOS.cancel_workflow_async(task_id)
+        await self._harness.fail(task_id, reason)

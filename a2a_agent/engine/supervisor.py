@@ -23,7 +23,10 @@ class Supervisor:
         run_worker: bool,
         start_run: Callable[[str], Awaitable[None]],
         take_over: Callable[[str], Awaitable[int]],
+        stop_run: Callable[[str, str], Awaitable[None]],
         reconcile_interval_s: float,
+        stuck_after_s: float,
+        max_run_age_s: float,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -31,6 +34,9 @@ class Supervisor:
         self.start_run = start_run
         self.take_over = take_over
         self.reconcile_interval_s = reconcile_interval_s
+        self.stop_run = stop_run
+        self.stuck_after_s = stuck_after_s
+        self.max_run_age_s = max_run_age_s
         self.lost_executor_id = False
 
     @property
@@ -66,6 +72,14 @@ class Supervisor:
             log.warning(
                 "worker %s stopped heartbeating; resumed its %d run(s) here", executor_id, count
             )
+        for task_id, why in await self.store.stuck_tasks(self.stuck_after_s, self.max_run_age_s):
+            reason = (
+                f"stopped: older than the maximum run age of {self.max_run_age_s:g} s"
+                if why == "max_age"
+                else f"stopped as stuck: no step finished for {self.stuck_after_s:g} s"
+            )
+            log.warning("task %s %s", task_id, reason)
+            await self.stop_run(task_id, reason)
         if reconcile:
             # A task stored as submitted whose enqueue was lost (crash after the commit).
             for task_id in await self.store.submitted_task_ids(self.reconcile_interval_s):

@@ -36,8 +36,10 @@ class AgentProcess:
         executor_id: str,
         extra_args: tuple[str, ...] = (),
         env: Mapping[str, str] | None = None,
+        code_dir: Path = REPO,
     ) -> None:
         self.role = role
+        self.code_dir = code_dir
         self.port = free_port() if role == "serve" else 0
         self.home = home
         self.executor_id = executor_id
@@ -52,6 +54,7 @@ class AgentProcess:
             "A2A_AGENT_EXECUTOR_ID": executor_id,
             "A2A_AGENT_QUEUE_POLL_S": "0.1",
             "A2A_AGENT_RECONCILE_INTERVAL_S": "2",
+            "PYTHONPATH": str(code_dir),
             **(env or {}),
         }
         self.log_path = home / f"{executor_id}-{time.monotonic_ns()}.log"
@@ -67,7 +70,7 @@ class AgentProcess:
         self.proc = subprocess.Popen(
             self.args,
             env=self.env,
-            cwd=REPO,
+            cwd=self.code_dir,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
