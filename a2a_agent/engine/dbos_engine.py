@@ -11,7 +11,6 @@ from dbos import DBOS, DBOSConfiguredInstance, DBOSPortableJSONSerializer, SetWo
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.supervisor import Supervisor
-from a2a_agent.errors import AgentError
 from a2a_agent.harness.plan_harness import PlanHarness
 from persistence.errors import StoreError, StoreUnavailable
 from persistence.records import TERMINAL_STATES
@@ -88,8 +87,9 @@ class PlanRunner(DBOSConfiguredInstance):
     async def run_task(self, task_id: str) -> str:
         try:
             return await self._run(task_id)
-        except (AgentError, StoreError) as exc:
+        except Exception as exc:  # noqa: BLE001  (recorded on the task, not swallowed)
             # The run cannot go on; say so on the task instead of leaving it working forever.
+            # Cancellation is a BaseException (DBOS's and asyncio's) and passes through.
             await self.fail(task_id, f"{type(exc).__name__}: {exc}")
             return "failed"
 

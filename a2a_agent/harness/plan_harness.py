@@ -101,6 +101,7 @@ class PlanHarness:
         recorded, checkpoint = await self.store.workspace_record(task_id)
         ws = self.workspace(task_id)
         kill_leftovers(ws.command_pid_file)
+        ws.clear_stale_locks()
         found = await ws.fingerprint()
         if recorded is None or checkpoint is None or found == recorded:
             return None
@@ -149,6 +150,7 @@ class PlanHarness:
     async def begin_task(self, task_id: str) -> JSON:
         ws = self.workspace(task_id)
         key = f"{task_id}:task:begin"
+        ws.clear_stale_locks()
         await ws.ensure()
         await self._render(task_id)
         sha = await ws.commit("Start task: plan.json and progress.md", key)
@@ -388,7 +390,7 @@ class PlanHarness:
         return StepRecord(
             effect_key=key,
             step="verify",
-            result={"outcome": "done", "commit": sha},
+            result={"command": result.as_json(), "outcome": "done", "commit": sha},
             item=dataclasses.replace(done, commit_sha=sha),
             transitions=[transition],
             checkpoint=Checkpoint(sha=sha, bundle=await ws.bundle_since(previous)),

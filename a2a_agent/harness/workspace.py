@@ -50,6 +50,17 @@ class Workspace:
             )
         return out.decode(errors="replace").strip()
 
+    def clear_stale_locks(self) -> None:
+        """Remove git lock files a killed git process left behind.
+
+        Only one step works in a workspace at a time, so any lock seen when a step starts
+        belongs to a process that is gone.
+        """
+        git_dir = self.root / ".git"
+        if git_dir.is_dir():
+            for lock in git_dir.glob("*.lock"):
+                lock.unlink(missing_ok=True)
+
     async def ensure(self) -> None:
         """Create the repository if it does not exist yet (safe to call on every step)."""
         self.root.mkdir(parents=True, exist_ok=True)
