@@ -6,13 +6,16 @@ import argparse
 import asyncio
 import logging
 import signal
+import socket
 import sys
+from collections.abc import Callable
 
 import uvicorn
 from dbos import run_dbos_database_migrations
 
 from a2a_agent.database import resolve_database_url, sqlalchemy_url
 from a2a_agent.errors import AgentError
+from a2a_agent.nanny import supervise
 from a2a_agent.runtime import Runtime
 from a2a_agent.settings import Settings
 from persistence.errors import StoreError
@@ -39,8 +42,31 @@ def _parser() -> argparse.ArgumentParser:
         "--executor-id",
         help="stable, unique id of this process (A2A_AGENT_EXECUTOR_ID; default <hostname>-worker)",
     )
+    for command in (serve, worker):
+        command.add_argument(
+            "--no-supervise",
+            action="store_true",
+            help="run in this process instead of a forked child that is replaced at once "
+            "if it is killed",
+        )
     sub.add_parser("migrate", help="bring the database schema to the latest version")
     return parser
+
+
+def _run(args: argparse.Namespace, child: Callable[[], int]) -> int:
+    def guarded() -> int:
+        try:
+            return child()
+        except (AgentError, StoreError) as exc:
+            print(f"a2a-agent: {exc}", file=sys.stderr, flush=True)
+            return 2
+
+    return guarded() if args.no_supervise else supervise(guarded)
+
+
+def _run_worker(settings: Settings, conninfo: str) -> int:
+    asyncio.run(_worker(settings, conninfo))
+    return 0
 
 
 async def _worker(settings: Settings, conninfo: str) -> None:
@@ -79,24 +105,24 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 0
         if args.command == "worker":
-            asyncio.run(_worker(settings, conninfo))
-            return 0
+            return _run(args, lambda: _run_worker(settings, conninfo))
         from a2a_agent.app import create_app  # noqa: PLC0415  (serve only: builds the web app)
 
-        app = create_app(settings, conninfo)
+        # The listening socket belongs to the parent, so it survives a replaced child and
+        # requests queue in its backlog meanwhile.
+        sock = socket.create_server((settings.host, settings.port), reuse_port=False)
         print(
             f"a2a-agent serving on http://{settings.host}:{settings.port} "
             f"(card at /.well-known/agent-card.json; worker: {settings.run_worker})",
             flush=True,
         )
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_level="warning",
-            timeout_graceful_shutdown=10,
-        )
-        return 0
+
+        def serve() -> int:
+            app = create_app(settings, conninfo)
+            uvicorn.run(app, fd=sock.fileno(), log_level="warning", timeout_graceful_shutdown=10)
+            return 0
+
+        return _run(args, serve)
     except (AgentError, StoreError) as exc:
         print(f"a2a-agent: {exc}", file=sys.stderr)
         return 2

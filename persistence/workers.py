@@ -20,13 +20,18 @@ class WorkerIdentity:
 
 
 def _pid_alive(pid: int) -> bool:
+    """True if `pid` is a running process here (a zombie is a dead one not yet reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 class WorkerRegistry:

@@ -96,21 +96,37 @@ class PlanHarness:
         await self._render(task_id)
         return outcome.task_state
 
-    async def _check_workspace(self, task_id: str) -> str | None:
-        """None if the workspace is as the last step left it; else restore, and say why."""
+    async def _check_workspace(self, task_id: str, key: str | None = None) -> str | None:
+        """None if the workspace is as the last step left it; else restore, and say why.
+
+        A step whose effect (`key`) already started was in flight at a crash: it changed the
+        workspace itself, so it re-runs on what it left, under the same key. Anything else
+        that differs (a lost disk, another machine, a hand edit) is restored from the last
+        checkpoint, and the item restarts as a new attempt.
+        """
         recorded, checkpoint = await self.store.workspace_record(task_id)
         ws = self.workspace(task_id)
         kill_leftovers(ws.command_pid_file)
         ws.clear_stale_locks()
-        found = await ws.fingerprint()
-        if recorded is None or checkpoint is None or found == recorded:
+        if checkpoint is None:
             return None
+        if await ws.has_commit(checkpoint):
+            if key is not None:
+                effect = await self.store.get_effect(key)
+                if effect is not None and effect.status == "started":
+                    return None
+            found = await ws.fingerprint()
+            if recorded is None or found == recorded:
+                return None
+            why = (
+                f"the workspace changed outside the run (tree {found[:12]}, expected "
+                f"{recorded[:12]})"
+            )
+        else:
+            why = "the workspace is missing or does not hold the last checkpoint"
         bundles = [c.bundle for c in await self.store.get_checkpoints(task_id)]
         await ws.restore(checkpoint, bundles)
-        return (
-            f"the workspace did not match the record of the last step (tree {found[:12]}, "
-            f"expected {recorded[:12]}); restored checkpoint {checkpoint[:12]}"
-        )
+        return f"{why}; restored checkpoint {checkpoint[:12]}"
 
     async def _restart(self, task_id: str, item: ItemRow, attempt: int, why: str) -> JSON:
         state = await self._record(
@@ -234,7 +250,9 @@ class PlanHarness:
         item = await self._item(task_id, item_id)
         if item.run is None:
             raise NotFound(f"item {item_id} has no run command")
-        restored = await self._check_workspace(task_id)
+        restored = await self._check_workspace(
+            task_id, idempotency_key(task_id, item_id, attempt, "run")
+        )
         if restored:
             return await self._restart(task_id, item, attempt, restored)
         result = await self._command(
@@ -268,10 +286,10 @@ class PlanHarness:
 
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
         item = await self._item(task_id, item_id)
-        restored = await self._check_workspace(task_id)
+        key = idempotency_key(task_id, item_id, attempt, "verify")
+        restored = await self._check_workspace(task_id, key)
         if restored:
             return await self._restart(task_id, item, attempt, restored)
-        key = idempotency_key(task_id, item_id, attempt, "verify")
         result = await self._command(
             task_id,
             item,
@@ -393,7 +411,10 @@ class PlanHarness:
             result={"command": result.as_json(), "outcome": "done", "commit": sha},
             item=dataclasses.replace(done, commit_sha=sha),
             transitions=[transition],
-            checkpoint=Checkpoint(sha=sha, bundle=await ws.bundle_since(previous)),
+            # Equal when this step already recorded its checkpoint before a crash.
+            checkpoint=None
+            if sha == previous
+            else Checkpoint(sha=sha, bundle=await ws.bundle_since(previous)),
         )
 
     async def finish(self, task_id: str) -> JSON:
