@@ -3,7 +3,9 @@ database, and a code upgrade in the middle of a run."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import time
 from collections import Counter
@@ -183,4 +185,29 @@ async def test_run_resumes_after_a_code_upgrade(
     assert "(upgraded)" in (home / "workspaces" / task.id / "progress.md").read_text()
     counts = Counter(ledger.read_text().split())
     assert counts[f"{task.id}:i0:1:run"] == 1 and len(counts) == 3
+    assert_transitions_sound(database_url, task.id)
+
+
+async def test_killed_process_is_replaced_at_once_and_resumes(
+    start_agent: StartAgent, database_url: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    server = start_agent("serve", "node-n")
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message(ledger_items(3, ledger, 1.0)))
+        key = f"{task.id}:i1:1:run"
+        wait_effect_started(database_url, key)
+        with psycopg.connect(database_url) as conn:
+            row = conn.execute("SELECT pid FROM workers WHERE executor_id = 'node-n'").fetchone()
+        assert row is not None
+        os.kill(row[0], signal.SIGKILL)  # the serving process, not its nanny
+        finished = await wait_for(client, task.id, timeout=60)  # same URL, same socket
+    assert finished.status.state == COMPLETED
+    assert server.proc is not None and server.proc.poll() is None
+    with psycopg.connect(database_url) as conn:
+        new = conn.execute("SELECT pid FROM workers WHERE executor_id = 'node-n'").fetchone()
+    assert new is not None and new[0] != row[0]
+    counts = Counter(ledger.read_text().split())
+    assert counts[key] == 2 and len(counts) == 3
+    assert "was killed by signal 9" in server.log()
     assert_transitions_sound(database_url, task.id)

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 from a2a.client import ClientConfig, create_client
 from a2a.client.client import Client
+from a2a.client.errors import A2AClientError
 from a2a.helpers.proto_helpers import get_data_parts
 from a2a.types.a2a_pb2 import (
     GetTaskRequest,
@@ -82,12 +83,19 @@ async def wait_for(
     """Poll GetTask until the task reaches one of `states` (default: any terminal state)."""
     wanted = states or TERMINAL
     deadline = time.monotonic() + timeout
+    state = "unknown"
     while True:
-        task = await client.get_task(GetTaskRequest(id=task_id))
-        if task.status.state in wanted:
-            return task
+        try:
+            task = await client.get_task(GetTaskRequest(id=task_id))
+        except A2AClientError:
+            # The serving process was replaced mid-request: ask again, as a caller would.
+            task = None
+        if task is not None:
+            if task.status.state in wanted:
+                return task
+            state = TaskState.Name(task.status.state)
         if time.monotonic() > deadline:
-            raise TimeoutError(f"task {task_id} still {TaskState.Name(task.status.state)}")
+            raise TimeoutError(f"task {task_id} still {state}")
         await asyncio.sleep(0.1)
 
 
