@@ -211,3 +211,37 @@ async def test_killed_process_is_replaced_at_once_and_resumes(
     assert counts[key] == 2 and len(counts) == 3
     assert "was killed by signal 9" in server.log()
     assert_transitions_sound(database_url, task.id)
+
+
+async def test_sigterm_drains_the_step_and_hands_over_at_once(
+    start_agent: StartAgent, database_url: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    api = start_agent("serve", "api-d", "--no-worker")
+    first = start_agent("worker", "drain-1", A2A_AGENT_SHUTDOWN_GRACE_S="20")
+    async with a2a_client(api.url) as client:
+        task = await send(client, plan_message(ledger_items(3, ledger, 2.0)))
+        key = f"{task.id}:i0:1:run"
+        wait_effect_started(database_url, key)
+        start_agent("worker", "drain-2")
+        stopped_at = time.monotonic()
+        assert first.stop(timeout=30) == 0
+        drain_s = time.monotonic() - stopped_at
+        with psycopg.connect(database_url) as conn:
+            effect = conn.execute(
+                "SELECT status, runs FROM effects WHERE key = %s", (key,)
+            ).fetchone()
+        assert effect == ("completed", 1)  # the step in flight finished before the exit
+        finished = await wait_for(client, task.id, timeout=60)
+        handed_over_s = time.monotonic() - stopped_at
+    assert finished.status.state == COMPLETED
+    assert drain_s < 20
+    # No heartbeat timeout (30 s by default) was waited for: the stopped worker said so.
+    assert handed_over_s < 25, handed_over_s
+    counts = Counter(ledger.read_text().split())
+    assert len(counts) == 3 and max(counts.values()) == 1
+    with psycopg.connect(database_url) as conn:
+        executor = conn.execute(
+            "SELECT executor_id FROM dbos.workflow_status WHERE workflow_uuid = %s", (task.id,)
+        ).fetchone()
+    assert executor == ("drain-2",)
