@@ -25,3 +25,7 @@ class ContentTypeError(AgentError):
 
 class TaskStopped(AgentError):
     """The task reached a terminal state (canceled, failed) while a step was running."""
+
+
+class ModelError(AgentError):
+    """The model could not be called (after the SDK's own retries), or said something unusable."""

@@ -15,6 +15,7 @@ from a2a_agent.engine.dbos_engine import DbosEngine
 from a2a_agent.harness.plan_harness import HarnessConfig, PlanHarness
 from a2a_agent.settings import APPLICATION_VERSION, Settings
 from persistence.errors import StoreError
+from persistence.ledger import PostgresLedger
 from persistence.migrate import current_version, latest_version, migrate
 from persistence.notify import TaskNotifier
 from persistence.store import PostgresTaskStore
@@ -42,8 +43,10 @@ class Runtime:
         self.pool = PostgresTaskStore.create_pool(conninfo, max_size=settings.db_pool_max)
         self.store = PostgresTaskStore(self.pool)
         self.notifier = TaskNotifier(conninfo)
+        self.ledger = PostgresLedger(self.pool)
         self.harness = PlanHarness(
             self.store,
+            self.ledger,
             HarnessConfig(
                 workspaces=settings.workspaces,
                 command_env=settings.command_env,

@@ -48,6 +48,7 @@ ITEM = {"id": "a", "title": "a", "run": "true", "verify": "true"}
 PLAN_PARTS = [{"data": {"plan": {"goal": "bench", "items": [ITEM]}}}]
 TICK = os.sysconf("SC_CLK_TCK")
 LIBS = ("a2a_agent/", "persistence/", "/a2a/", "/dbos/", "psycopg", "sqlalchemy", "asyncpg")
+TRUNK = ("/cli.py", "/nanny.py", "/__main__.py", "/reference_server.py")  # every stack has them
 
 LUA = r"""
 local pre, post = [==[%PRE%]==], [==[%POST%]==]
@@ -186,7 +187,8 @@ class Bench:
             return {}
         with self.admin() as conn:
             query = b"SELECT pid FROM pg_stat_activity WHERE datname = %s"
-            return {int(str(r[0])): proc_cpu_s(int(str(r[0]))) for r in conn.execute(query, [database])}
+            pids = [int(str(row[0])) for row in conn.execute(query, [database])]
+        return {pid: proc_cpu_s(pid) for pid in pids}
 
     def cleanup(self) -> None:
         for proc in self.procs:
@@ -234,9 +236,9 @@ class Bench:
 
     @staticmethod
     def ready(port: int) -> bool:
-        with suppress(OSError, urllib.error.URLError):
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
-                return reply.status == 200
+        url = f"http://127.0.0.1:{port}/readyz"
+        with suppress(OSError, urllib.error.URLError), urllib.request.urlopen(url, timeout=2) as r:
+            return bool(r.status == 200)
         return False
 
     # ---- load ----------------------------------------------------------------------------
@@ -260,12 +262,15 @@ class Bench:
             self.profiles.append(self.tmp / f"{name}.collapsed")
             spy_argv = [a.py_spy, "record", "-p", str(target.pid), "-d", str(a.duration)]
             spy_argv += ["-r", "200", "--subprocesses", "--nonblocking", "--format", "raw"]
-            spy = subprocess.Popen([*spy_argv, "-o", str(self.profiles[-1])], **QUIET)
+            spy_argv += ["-o", str(self.profiles[-1])]
+            spy = subprocess.Popen(spy_argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         db0, srv0 = self.backend_cpu_s(target.database), tree_cpu_s(target.pid)
         busy0, kids0, t0 = busy_cpu_s(), resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
         out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-        kids1, wall, busy = resource.getrusage(resource.RUSAGE_CHILDREN), time.time() - t0, busy_cpu_s()
-        srv, db = delta(srv0, tree_cpu_s(target.pid)), delta(db0, self.backend_cpu_s(target.database))
+        wall, busy = time.time() - t0, busy_cpu_s()
+        kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        srv = delta(srv0, tree_cpu_s(target.pid))
+        db = delta(db0, self.backend_cpu_s(target.database))
         load = kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime
         if spy is not None:
             spy.wait()
@@ -289,7 +294,8 @@ class Bench:
         if store == "postgres":
             database, url = self.create_database("_ref")
             argv += ["--database-url", url]
-            site = Path(self.args.extra, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}", "site-packages")
+            version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+            site = Path(self.args.extra, "lib", version, "site-packages")
             if site.is_dir():
                 env["PYTHONPATH"] = str(site)
         with self.server(f"reference ({store})", argv, env, database) as target:
@@ -306,8 +312,8 @@ class Bench:
             deadline, state = time.monotonic() + 60, ""
             while time.monotonic() < deadline and state not in TERMINAL:
                 time.sleep(0.2)
-                task = call(target.port, rpc_body("GetTask", {"id": task_id}))
-                state = str(task["status"]["state"])  # type: ignore[index]
+                status = call(target.port, rpc_body("GetTask", {"id": task_id}))["status"]
+                state = str(status["state"]) if isinstance(status, dict) else "?"
             self.notes.append(f"ours GetTask reads a task in state {state} (the worker ran it)")
             self.wrk(target, "GetTask", rpc_body("GetTask", {"id": task_id}))
         with self.server("ours (--no-worker)", [*serve, "--no-worker"], env, database) as target:
@@ -367,7 +373,6 @@ class Bench:
 
 
 TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"}
-QUIET = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
 FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 
 
@@ -383,14 +388,15 @@ def print_profile(path: Path, top: int = 20) -> None:
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
-        names: dict[str, bool] = {}
+        names: dict[str, bool] = {}  # frame name -> is in a library of interest
         for frame in stack.split(";"):
             m = FRAME.match(frame)
             name = f"{m['func']} ({m['file'].rsplit('/', 1)[-1]})" if m else frame
-            names[name] = bool(m) and any(lib in m["file"] for lib in LIBS)
+            names[name] = m is not None and any(lib in m["file"] for lib in LIBS)
+            names[name] &= m is not None and not m["file"].endswith(TRUNK)
         total += int(count)
-        own[name] += int(count)
-        inclusive.update({name: int(count) for name, lib in names.items() if lib})
+        own[name] += int(count)  # the last frame: the leaf
+        inclusive.update({frame: int(count) for frame, lib in names.items() if lib})
     print(f"\nprofile {path.stem}: {total} samples (py-spy 200 Hz, all threads, idle excluded)")
     for title, counter in (("own", own), ("inclusive, a2a/ours/drivers only", inclusive)):
         print(f"  top {top} by {title}:")

@@ -143,6 +143,17 @@ class EffectRow:
 
 
 @dataclass(frozen=True)
+class ModelCall:
+    purpose: str
+    model: str
+    stop_reason: str
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+@dataclass(frozen=True)
 class TaskPage:
     tasks: list[TaskRow]
     total: int

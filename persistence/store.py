@@ -18,7 +18,6 @@ from persistence.records import (
     JSON,
     TERMINAL_STATES,
     Checkpoint,
-    EffectRow,
     ItemRow,
     NewTask,
     StepOutcome,
@@ -51,10 +50,6 @@ class TaskStore(Protocol):
     async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]: ...
     async def get_items(self, task_id: str) -> list[ItemRow]: ...
     async def get_transitions(self, task_id: str) -> list[TransitionRow]: ...
-    async def start_effect(
-        self, key: str, task_id: str, item_id: str | None, attempt: int | None, step: str
-    ) -> EffectRow: ...
-    async def get_effect(self, key: str) -> EffectRow | None: ...
     async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome: ...
     async def submitted_task_ids(self, older_than_s: float) -> list[str]: ...
     async def workspace_record(self, task_id: str) -> tuple[str | None, str | None]: ...
@@ -78,10 +73,6 @@ def _task(row: dict[str, Any]) -> TaskRow:
         report=row["report"],
         event_seq=row["event_seq"],
     )
-
-
-def _effect(row: dict[str, Any]) -> EffectRow:
-    return EffectRow(key=row["key"], status=row["status"], runs=row["runs"], result=row["result"])
 
 
 def encode_cursor(status_at: datetime, task_id: str) -> str:
@@ -345,35 +336,6 @@ class PostgresTaskStore:
         async with self._tx() as conn:
             cur = await conn.execute(q("get_transitions"), {"task_id": task_id})
             return [TransitionRow(**r) for r in await cur.fetchall()]
-
-    async def get_effect(self, key: str) -> EffectRow | None:
-        async with self._tx() as conn:
-            cur = await conn.execute(q("get_effect"), {"key": key}, prepare=True)
-            row = await cur.fetchone()
-        return _effect(row) if row else None
-
-    async def start_effect(
-        self, key: str, task_id: str, item_id: str | None, attempt: int | None, step: str
-    ) -> EffectRow:
-        """Record that an effect is about to run; a completed effect is returned untouched."""
-        async with self._tx() as conn:
-            cur = await conn.execute(
-                q("start_effect"),
-                {
-                    "key": key,
-                    "task_id": task_id,
-                    "item_id": item_id,
-                    "attempt": attempt,
-                    "step": step,
-                },
-                prepare=True,
-            )
-            row = await cur.fetchone()
-            if row is None:  # the conflict clause skipped a completed effect
-                cur = await conn.execute(q("get_effect"), {"key": key})
-                row = await cur.fetchone()
-        assert row is not None
-        return _effect(row)
 
     async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome:
         async with self._tx() as conn:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from persistence.errors import Conflict, NotFound, StoreError
+from persistence.ledger import PostgresLedger
 from persistence.records import ItemChange, NewItem, NewTask, StepRecord, Transition
 from persistence.store import PostgresTaskStore
 
@@ -85,11 +86,12 @@ async def test_record_step_is_written_once_per_effect_key(store: PostgresTaskSto
 
 async def test_started_effect_keeps_its_key_and_counts_runs(store: PostgresTaskStore) -> None:
     row = await store.create_task(new_task())
+    ledger = PostgresLedger(store._pool)
     key = f"{row.task_id}:i0:1:run"
-    assert (await store.start_effect(key, row.task_id, "i0", 1, "run")).runs == 1
-    assert (await store.start_effect(key, row.task_id, "i0", 1, "run")).runs == 2
+    assert (await ledger.start_effect(key, row.task_id, "i0", 1, "run")).runs == 1
+    assert (await ledger.start_effect(key, row.task_id, "i0", 1, "run")).runs == 2
     await store.record_step(row.task_id, StepRecord(effect_key=key, step="run", result={"x": 1}))
-    done = await store.start_effect(key, row.task_id, "i0", 1, "run")
+    done = await ledger.start_effect(key, row.task_id, "i0", 1, "run")
     assert done.status == "completed" and done.runs == 2 and done.result == {"x": 1}
 
 

@@ -20,6 +20,7 @@ from a2a_agent.harness.render import plan_document, progress_document
 from a2a_agent.harness.report import build_report
 from a2a_agent.harness.workspace import Workspace
 from persistence.errors import NotFound
+from persistence.ledger import Ledger
 from persistence.records import (
     JSON,
     TERMINAL_STATES,
@@ -56,8 +57,9 @@ class HarnessConfig:
 
 
 class PlanHarness:
-    def __init__(self, store: TaskStore, config: HarnessConfig) -> None:
+    def __init__(self, store: TaskStore, ledger: Ledger, config: HarnessConfig) -> None:
         self.store = store
+        self.ledger = ledger
         self.config = config
 
     def workspace(self, task_id: str) -> Workspace:
@@ -112,7 +114,7 @@ class PlanHarness:
             return None
         if await ws.has_commit(checkpoint):
             if key is not None:
-                effect = await self.store.get_effect(key)
+                effect = await self.ledger.get_effect(key)
                 if effect is not None and effect.status == "started":
                     return None
             found = await ws.fingerprint()
@@ -226,7 +228,7 @@ class PlanHarness:
         timeout_s: int,
     ) -> CommandResult:
         key = idempotency_key(task_id, item.item_id, attempt, step)
-        effect = await self.store.start_effect(key, task_id, item.item_id, attempt, step)
+        effect = await self.ledger.start_effect(key, task_id, item.item_id, attempt, step)
         if effect.status == "completed" and effect.result is not None:
             return CommandResult.from_json(effect.result["command"])
         ws = self.workspace(task_id)

@@ -1,0 +1,173 @@
+"""The workspace tools the model may call: bash, read_file, write_file, edit_file, list_files.
+
+Paths are relative to the task's workspace and may not leave it or touch `.git`. Every tool
+returns text (capped) and whether it failed; the harness records both as the step's effect.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from a2a_agent.harness.commands import run_command
+from a2a_agent.model.types import ToolSpec
+
+MAX_READ_BYTES = 200_000
+MAX_LIST_ENTRIES = 2000
+
+TOOL_SPECS = [
+    ToolSpec(
+        "bash",
+        "Run a shell command in the workspace (bash -c). Returns the exit code and "
+        "the tail of stdout+stderr.",
+        {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string"},
+                "timeout_s": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "kill the command after this long (default 120)",
+                },
+            },
+            "required": ["command"],
+        },
+    ),
+    ToolSpec(
+        "read_file",
+        "Read a text file of the workspace.",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    ),
+    ToolSpec(
+        "write_file",
+        "Create or overwrite a file of the workspace with the given content.",
+        {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"],
+        },
+    ),
+    ToolSpec(
+        "edit_file",
+        "Replace the one occurrence of old_string in a file with new_string "
+        "(exact match; fails if it occurs zero or several times).",
+        {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+            },
+            "required": ["path", "old_string", "new_string"],
+        },
+    ),
+    ToolSpec(
+        "list_files",
+        "List the files of the workspace (or of a directory in it).",
+        {"type": "object", "properties": {"path": {"type": "string"}}},
+    ),
+]
+TOOL_NAMES = frozenset(t.name for t in TOOL_SPECS)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    content: str
+    is_error: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {"content": self.content, "is_error": self.is_error}
+
+
+class ToolInputError(ValueError):
+    """The model called a tool with input it cannot take; the message goes back to it."""
+
+
+@dataclass(frozen=True)
+class WorkspaceTools:
+    root: Path
+    env: Mapping[str, str]
+    output_bytes: int
+    max_timeout_s: int
+    pid_file: Path | None = None
+
+    def _path(self, raw: Any, *, must_exist: bool = False) -> Path:
+        if not isinstance(raw, str) or not raw.strip():
+            raise ToolInputError("path must be a non-empty string")
+        root = self.root.resolve()
+        path = (root / raw).resolve()
+        if path != root and root not in path.parents:
+            raise ToolInputError(f"{raw!r} is outside the workspace")
+        if ".git" in path.relative_to(root).parts:
+            raise ToolInputError("the .git directory is the harness's; leave it alone")
+        if must_exist and not path.exists():
+            raise ToolInputError(f"{raw!r} does not exist")
+        return path
+
+    @staticmethod
+    def _text(raw: Any, name: str) -> str:
+        if not isinstance(raw, str):
+            raise ToolInputError(f"{name} must be a string")
+        return raw
+
+    async def call(self, name: str, tool_input: Mapping[str, Any]) -> ToolOutcome:
+        try:
+            return await self._call(name, tool_input)
+        except ToolInputError as exc:
+            return ToolOutcome(f"error: {exc}", is_error=True)
+        except OSError as exc:
+            return ToolOutcome(f"error: {exc.strerror or exc}", is_error=True)
+
+    async def _call(self, name: str, args: Mapping[str, Any]) -> ToolOutcome:
+        if name == "bash":
+            command = self._text(args.get("command"), "command")
+            timeout = args.get("timeout_s", 120)
+            if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+                raise ToolInputError("timeout_s must be a positive number")
+            result = await run_command(
+                command,
+                cwd=self.root,
+                env=self.env,
+                timeout_s=min(float(timeout), self.max_timeout_s),
+                tail_bytes=self.output_bytes,
+                pid_file=self.pid_file,
+            )
+            return ToolOutcome(
+                f"exit code {result.exit_code}\n{result.output_tail}", is_error=not result.passed
+            )
+        if name == "read_file":
+            path = self._path(args.get("path"), must_exist=True)
+            data = path.read_bytes()[:MAX_READ_BYTES]
+            return ToolOutcome(data.decode("utf-8", errors="replace"))
+        if name == "write_file":
+            path = self._path(args.get("path"))
+            content = self._text(args.get("content"), "content")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            return ToolOutcome(f"wrote {len(content.encode())} bytes to {args['path']}")
+        if name == "edit_file":
+            path = self._path(args.get("path"), must_exist=True)
+            old = self._text(args.get("old_string"), "old_string")
+            new = self._text(args.get("new_string"), "new_string")
+            text = path.read_text()
+            count = text.count(old) if old else 0
+            if count != 1:
+                raise ToolInputError(
+                    f"old_string occurs {count} times in {args['path']}; it must occur exactly once"
+                )
+            path.write_text(text.replace(old, new, 1))
+            return ToolOutcome(f"edited {args['path']}")
+        if name == "list_files":
+            base = self._path(args.get("path") or ".", must_exist=True)
+            entries: list[str] = []
+            for dirpath, dirnames, filenames in os.walk(base):
+                dirnames[:] = sorted(d for d in dirnames if d != ".git")
+                for filename in sorted(filenames):
+                    entries.append(str((Path(dirpath) / filename).relative_to(self.root)))
+                if len(entries) >= MAX_LIST_ENTRIES:
+                    break
+            return ToolOutcome("\n".join(entries[:MAX_LIST_ENTRIES]) or "(no files)")
+        raise ToolInputError(f"there is no tool named {name!r}; use one of {sorted(TOOL_NAMES)}")
