@@ -21,8 +21,7 @@ from starlette.routing import BaseRoute, Route
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake
 from a2a_agent.errors import ConfigError
-from a2a_agent.plans import PlanLimits
-from a2a_agent.runtime import Runtime
+from a2a_agent.runtime import Runtime, plan_limits
 from a2a_agent.settings import Settings
 
 JSONRPC_PATH = "/"
@@ -59,13 +58,9 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
         engine=runtime.engine,
         notifier=runtime.notifier,
         intake=Intake(
-            limits=PlanLimits(
-                max_items=settings.max_plan_items,
-                default_max_attempts=settings.default_max_attempts,
-                default_verify_timeout_s=settings.verify_timeout_s,
-                max_verify_timeout_s=settings.command_timeout_s,
-            ),
+            limits=plan_limits(settings),
             max_message_bytes=settings.max_message_bytes,
+            model_available=runtime.model is not None,
         ),
     )
 

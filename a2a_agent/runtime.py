@@ -12,7 +12,10 @@ import psycopg
 
 from a2a_agent.database import sqlalchemy_url
 from a2a_agent.engine.dbos_engine import DbosEngine
+from a2a_agent.harness.model_work import ModelConfig, ModelWork
 from a2a_agent.harness.plan_harness import HarnessConfig, PlanHarness
+from a2a_agent.model.anthropic_adapter import AnthropicModel
+from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
 from persistence.errors import StoreError
 from persistence.ledger import PostgresLedger
@@ -20,6 +23,15 @@ from persistence.migrate import current_version, latest_version, migrate
 from persistence.notify import TaskNotifier
 from persistence.store import PostgresTaskStore
 from persistence.workers import WorkerIdentity, WorkerRegistry
+
+
+def plan_limits(settings: Settings) -> PlanLimits:
+    return PlanLimits(
+        max_items=settings.max_plan_items,
+        default_max_attempts=settings.default_max_attempts,
+        default_verify_timeout_s=settings.verify_timeout_s,
+        max_verify_timeout_s=settings.command_timeout_s,
+    )
 
 
 @dataclass
@@ -65,9 +77,34 @@ class Runtime:
             ),
             timeout_s=settings.heartbeat_timeout_s,
         )
+        self.model = (
+            AnthropicModel(
+                api_key=settings.anthropic_api_key,
+                model=settings.model,
+                base_url=settings.anthropic_base_url,
+                timeout_s=settings.model_timeout_s,
+                max_retries=settings.model_max_retries,
+            )
+            if settings.anthropic_api_key
+            else None
+        )
+        self.work = ModelWork(
+            self.harness,
+            self.model,
+            ModelConfig(
+                max_tokens=settings.model_max_tokens,
+                compact_at_tokens=settings.compact_at_tokens,
+                max_turns=settings.max_turns,
+                plan_tries=settings.plan_tries,
+                tool_output_bytes=settings.tool_output_bytes,
+                bash_timeout_s=settings.command_timeout_s,
+                plan_limits=plan_limits(settings),
+            ),
+        )
         self.engine = DbosEngine(
             store=self.store,
             harness=self.harness,
+            work=self.work,
             registry=self.registry,
             system_database_url=sqlalchemy_url(conninfo),
             application_version=APPLICATION_VERSION,
@@ -88,6 +125,8 @@ class Runtime:
         self._stack.push_async_callback(self.pool.close)
         await self.notifier.start()
         self._stack.push_async_callback(self.notifier.stop)
+        if self.model is not None:
+            self._stack.push_async_callback(self.model.close)
         await self.engine.launch()
         self._stack.push_async_callback(self.engine.shutdown)
         return self

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from a2a_agent.errors import ConfigError
+from a2a_agent.model.anthropic_adapter import DEFAULT_MODEL
 
 # Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
 # cannot express; every in-flight run is recovered only by a process with the same version.
@@ -70,6 +71,16 @@ class Settings:
     agent_card_path: Path = field(default_factory=lambda: REPO_ROOT / "agent_card.json")
     command_env: Mapping[str, str] = field(default_factory=dict)
     db_pool_max: int = 10
+    anthropic_api_key: str | None = field(default=None, repr=False)
+    anthropic_base_url: str | None = None
+    model: str = DEFAULT_MODEL
+    model_max_tokens: int = 8192
+    model_timeout_s: float = 600.0
+    model_max_retries: int = 4
+    compact_at_tokens: int = 120_000
+    max_turns: int = 60
+    plan_tries: int = 3
+    tool_output_bytes: int = 16_000
 
     @property
     def workspaces(self) -> Path:
@@ -112,4 +123,14 @@ class Settings:
             agent_card_path=Path(env.get("A2A_AGENT_CARD") or REPO_ROOT / "agent_card.json"),
             command_env=command_env,
             db_pool_max=_int(env, "A2A_AGENT_DB_POOL_MAX", 10, minimum=2),
+            anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
+            anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
+            model=env.get("A2A_AGENT_MODEL") or DEFAULT_MODEL,
+            model_max_tokens=_int(env, "A2A_AGENT_MODEL_MAX_TOKENS", 8192, minimum=256),
+            model_timeout_s=_float(env, "A2A_AGENT_MODEL_TIMEOUT_S", 600.0),
+            model_max_retries=_int(env, "A2A_AGENT_MODEL_MAX_RETRIES", 4, minimum=0),
+            compact_at_tokens=_int(env, "A2A_AGENT_COMPACT_AT_TOKENS", 120_000, minimum=1000),
+            max_turns=_int(env, "A2A_AGENT_MAX_TURNS", 60, minimum=1),
+            plan_tries=_int(env, "A2A_AGENT_PLAN_TRIES", 3, minimum=1),
+            tool_output_bytes=_int(env, "A2A_AGENT_TOOL_OUTPUT_BYTES", 16_000, minimum=256),
         )

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import psycopg
@@ -39,9 +39,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from tests.support.processes import AgentProcess  # noqa: E402
 
+T = TypeVar("T")
 DEFAULT_SERVER = "postgresql://root@127.0.0.1:5432/postgres"
 STAMP = 'echo "$A2A_ITEM_ID $(date +%s.%N)" >> {path}; sleep {sleep}'
 ITEM_STEPS = ("begin_attempt", "run_item", "verify_item")
+BACKENDS = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> "
 Counters = tuple[int, int, int]  # commits here, transaction ids used, commits elsewhere
 
 
@@ -55,6 +57,16 @@ def med_p95(values: Sequence[float]) -> list[str]:
     return [ms(statistics.median(ordered)), ms(p95), str(len(ordered))]
 
 
+def cpu_s(pids: Sequence[int], children: bool = False) -> float:
+    """User + system CPU seconds of `pids` (or of their reaped children)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in (fields[13:15] if children else fields[11:13]))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def table(title: str, head: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     cells = [list(map(str, head)), *[list(map(str, r)) for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
@@ -64,6 +76,15 @@ def table(title: str, head: Sequence[str], rows: Sequence[Sequence[object]]) -> 
         print("  " + "  ".join([row[0].ljust(widths[0]), *rest]))
         if n == 0:
             print("  " + "  ".join("-" * w for w in widths))
+
+
+def poll(check: Callable[[], T | None], what: str, timeout: float = 120, every: float = 0.01) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (found := check()) is not None:
+            return found
+        time.sleep(every)
+    raise TimeoutError(what)
 
 
 class Bench:
@@ -88,20 +109,17 @@ class Bench:
             conn.execute(drop.format(sql.Identifier(self.name)))
         shutil.rmtree(self.home, ignore_errors=True)
 
-    def rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         self.own += 1
         with psycopg.connect(self.url, autocommit=True) as conn:
             return conn.execute(query.encode(), params).fetchall()
 
+    def backends(self) -> list[int]:
+        return [r[0] for r in self.rows(BACKENDS + "pg_backend_pid()")]
+
     def counters(self) -> Counters:
         """Read once no other session is left: a backend flushes its counters as it exits."""
-        for _ in range(600):
-            if not self.rows(
-                "SELECT 1 FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ):
-                break
-            time.sleep(0.05)
+        poll(lambda: True if not self.backends() else None, "sessions to end", 60, 0.05)
         time.sleep(0.3)
         row = self.rows(
             "SELECT xact_commit, pg_snapshot_xmax(pg_current_snapshot())::text::bigint,"
@@ -110,12 +128,11 @@ class Bench:
         )[0]
         return int(row[0]), int(row[1]), int(row[2])
 
-    def measure(self, work: Callable[[], Any]) -> tuple[Counters, Any]:
+    def measure(self, work: Callable[[], T]) -> tuple[Counters, T]:
         """Counter deltas over `work`, less the statements this script ran meanwhile."""
         before, own = self.counters(), self.own
         result = work()
-        after = self.counters()
-        mine = self.own - own
+        after, mine = self.counters(), self.own - own
         return (after[0] - before[0] - mine, after[1] - before[1], after[2] - before[2]), result
 
     def agent(self, role: str, executor_id: str, *args: str, **env: str) -> AgentProcess:
@@ -126,29 +143,32 @@ class Bench:
         self.procs.append(proc)
         return proc.start(wait=False)
 
-    def wait_done(self, task_id: str, timeout: float = 300) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            state = self.rows("SELECT state FROM tasks WHERE id = %s", (task_id,))[0][0]
-            if state == "completed":
-                return
-            if state in ("failed", "canceled", "rejected"):
-                raise RuntimeError(f"task {task_id} ended {state}")
-            time.sleep(0.25)
-        raise TimeoutError(task_id)
+    def pid_of(self, executor_id: str) -> int:
+        """The pid doing the work (with the nanny, its forked child)."""
+        return int(self.rows("SELECT pid FROM workers WHERE executor_id = %s", executor_id)[0][0])
+
+    def wait_done(self, task_id: str) -> None:
+        def state() -> bool | None:
+            found = self.rows("SELECT state FROM tasks WHERE id = %s", task_id)[0][0]
+            if found in ("failed", "canceled", "rejected"):
+                raise RuntimeError(f"task {task_id} ended {found}")
+            return True if found == "completed" else None
+
+        poll(state, f"task {task_id} to complete", 300, 0.25)
 
 
-def wait_http(proc: AgentProcess, path: str, timeout: float = 60) -> float:
+def wait_http(proc: AgentProcess, path: str) -> float:
     """Poll `path` until it answers 200; the time it first did."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def answered() -> float | None:
         if proc.proc is None or proc.proc.poll() is not None:
             raise RuntimeError(f"process exited early:\n{proc.log()}")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{proc.url}{path}", timeout=1).status_code == 200:
                 return time.time()
-        time.sleep(0.01)
-    raise TimeoutError(f"{path} not ready:\n{proc.log()}")
+        return None
+
+    return poll(answered, f"{path} of {proc.executor_id}")
 
 
 def item(n: int, run: str) -> dict[str, Any]:
@@ -164,19 +184,22 @@ def submit(url: str, items: list[dict[str, Any]]) -> str:
     return str(reply["result"]["task"]["id"])
 
 
-def wait_stamp(path: Path, item_id: str, count: int, timeout: float = 90) -> float:
+def wait_stamp(path: Path, item_id: str, count: int) -> float:
     """The time the `count`-th run of `item_id`'s command started (its own clock reading)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def stamp() -> float | None:
         lines = path.read_text().splitlines() if path.exists() else []
         found = [float(t) for i, t in (ln.split() for ln in lines) if i == item_id]
-        if len(found) >= count:
-            return found[count - 1]
-        time.sleep(0.01)
-    raise TimeoutError(f"no stamp {count} for {item_id} in {path}")
+        return found[count - 1] if len(found) >= count else None
+
+    return poll(stamp, f"stamp {count} of {item_id}")
 
 
-# ---- 1. floors --------------------------------------------------------------------------
+def log_time(proc: AgentProcess, needle: str) -> float:
+    for line in proc.log().splitlines():
+        if needle in line:
+            return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    return float("nan")
 
 
 def commit_floor(b: Bench, n: int) -> list[float]:
@@ -188,9 +211,8 @@ def commit_floor(b: Bench, n: int) -> list[float]:
             started = time.perf_counter()
             conn.execute("INSERT INTO bench_floor (note) VALUES (%s)", (f"row {i}",))
             conn.commit()
-            if i >= 20:  # the first few warm the connection up
-                times.append(time.perf_counter() - started)
-    return times
+            times.append(time.perf_counter() - started)
+    return times[20:]  # the first few warm the connection up
 
 
 def empty_queries(b: Bench, n: int) -> None:
@@ -213,28 +235,29 @@ async def spawn_times(prefix: list[str], n: int) -> list[float]:
     return times
 
 
-# ---- 2. one plan through `serve`, and the engine alone ----------------------------------
-
-
-def serve_life(b: Bench, items: int, idle_s: float | None) -> tuple[float, str]:
-    """A serve process's whole life: it runs a plan, or idles for idle_s instead."""
+def serve_life(b: Bench, items: int, idle_s: float | None) -> tuple[float, str, list[float]]:
+    """A serve process's whole life: it runs a plan (CPU seconds noted), or idles for idle_s."""
     proc = b.agent("serve", "bench-steps")
     wait_http(proc, "/healthz")  # no database work, unlike /readyz
-    started, task_id = time.monotonic(), ""
+    started, task_id, cpu = time.monotonic(), "", [0.0, 0.0, 0.0]
     if idle_s is None:
+        pid, pg = b.pid_of("bench-steps"), b.backends()
+        cpu = [-cpu_s([pid]), -cpu_s([pid], children=True), -cpu_s(pg)]
         task_id = submit(proc.url, [item(n, "true") for n in range(items)])
         b.wait_done(task_id)
+        pg = sorted({*pg, *b.backends()})
+        cpu = [cpu[0] + cpu_s([pid]), cpu[1] + cpu_s([pid], children=True), cpu[2] + cpu_s(pg)]
     else:
         time.sleep(idle_s)
     busy = time.monotonic() - started
     proc.stop()
-    return busy, task_id
+    return busy, task_id, cpu
 
 
 def dbos_life(b: Bench, items: int, idle_s: float) -> float:
-    args = ["--dbos-child", str(items), "--child-idle", str(idle_s), "--database-url", b.url]
+    args = [__file__, "--dbos-child", str(items), "--child-idle", str(idle_s), "--database-url"]
     out = subprocess.run(
-        [sys.executable, __file__, *args], cwd=REPO, capture_output=True, text=True, check=False
+        [sys.executable, *args, b.url], capture_output=True, text=True, check=False
     )
     if out.returncode != 0:
         raise RuntimeError(f"DBOS baseline failed:\n{out.stdout}\n{out.stderr}")
@@ -242,7 +265,7 @@ def dbos_life(b: Bench, items: int, idle_s: float) -> float:
 
 
 async def dbos_child(url: str, items: int, idle_s: float) -> None:
-    """A trivial workflow with the steps, queue and settings of `run_task`, or idle_s of idling."""
+    """Steps that do nothing, laid out, queued and configured as `run_task`'s; or idle_s idle."""
     from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID  # noqa: PLC0415
 
     from a2a_agent.database import sqlalchemy_url  # noqa: PLC0415
@@ -258,20 +281,16 @@ async def dbos_child(url: str, items: int, idle_s: float) -> None:
     async def command(n: int) -> dict[str, Any]:
         return {"outcome": "verify", "attempt": n}
 
-    @DBOS.step(**retry)
-    async def last() -> dict[str, Any]:
-        done.set()
-        return {"state": "completed"}
-
     @DBOS.workflow()
-    async def flow(n: int) -> str:
-        await plain(-2)  # as snapshot
-        await plain(-1)  # as begin_task
+    async def flow(n: int) -> None:
+        await plain(-2)  # as snapshot, then begin_task
+        await plain(-1)
         for i in range(n):
-            await plain(i)  # as begin_attempt
-            await command(i)  # as run_item
-            await command(i)  # as verify_item
-        return str((await last())["state"])  # as finish
+            await plain(i)  # as begin_attempt, run_item, verify_item
+            await command(i)
+            await command(i)
+        await plain(-3)  # as finish
+        done.set()
 
     DBOS(
         config={
@@ -287,7 +306,7 @@ async def dbos_child(url: str, items: int, idle_s: float) -> None:
         with SetWorkflowID(str(uuid.uuid4())):
             await DBOS.enqueue_workflow_async("bench-runs", flow, items)
         await asyncio.wait_for(done.wait(), 120)
-        await asyncio.sleep(0.2)  # the last step's output and the workflow's status
+        await asyncio.sleep(0.2)  # the workflow's final status
     else:
         await asyncio.sleep(idle_s)
     print(json.dumps({"seconds": time.monotonic() - started}), flush=True)
@@ -299,61 +318,60 @@ def step_times(b: Bench, task_id: str, items: int) -> dict[str, float]:
         "SELECT min(at) FILTER (WHERE item_id = 'i0' AND to_state = 'in_progress'),"
         " max(at) FILTER (WHERE item_id = %s AND to_state = 'done')"
         " FROM transitions WHERE task_id = %s",
-        (f"i{items - 1}", task_id),
+        *(f"i{items - 1}", task_id),
     )[0]
     ops = b.rows(
         "SELECT function_name, started_at_epoch_ms, completed_at_epoch_ms"
         " FROM dbos.operation_outputs WHERE workflow_uuid = %s ORDER BY function_id",
-        (task_id,),
+        task_id,
     )
     commands = b.rows(
         "SELECT sum((result->'command'->>'duration_s')::float) FROM effects"
         " WHERE task_id = %s AND step IN ('run', 'verify')",
-        (task_id,),
+        task_id,
     )[0][0]
-    kinds = [str(o[0]).rsplit(".", 1)[-1] for o in ops]
-    idx = [i for i, k in enumerate(kinds) if k in ITEM_STEPS]
+    idx = [i for i, o in enumerate(ops) if str(o[0]).endswith(ITEM_STEPS)]
+    took = [(ops[i][2] - ops[i][1]) / 1000 for i in idx]
     out = {"steps": float(len(ops)), "window": float(len(idx) - 1)}
     out["per_step"] = (last - first).total_seconds() / out["window"]
     out["commands"] = float(commands) / len(idx)
-    out["inside"] = statistics.mean((ops[i][2] - ops[i][1]) / 1000 for i in idx)
+    out["inside"] = statistics.mean(took)
     out["between"] = statistics.mean((ops[i][1] - ops[i - 1][2]) / 1000 for i in idx[1:])
     for kind in ITEM_STEPS:
         out[kind] = statistics.median((o[2] - o[1]) / 1000 for o in ops if o[0].endswith(kind))
+    tenth = max(3, len(took) // 30 * 3)  # whole items
+    out["first"], out["last"] = statistics.mean(took[:tenth]), statistics.mean(took[-tenth:])
     return out
 
 
-# ---- 3. SIGKILL to the resumed step ----------------------------------------------------
-
-
-def crash_same_executor(b: Bench, rep: int) -> dict[str, float]:
-    stamp = b.home / f"stamp-same-{rep}.txt"
+def crash_same_executor(b: Bench, rep: int, whole: bool) -> dict[str, float]:
+    """Kill the process group and start it again at once, or kill the serving child only."""
+    stamp = b.home / f"stamp-{whole}-{rep}.txt"
     proc = b.agent("serve", "bench-x")
     wait_http(proc, "/readyz")
     task_id = submit(proc.url, [item(n, STAMP.format(path=stamp, sleep=5)) for n in range(2)])
     wait_stamp(stamp, "i1", 1)
     time.sleep(0.5)  # item i1's command is in its sleep
+    child, spawned = b.pid_of("bench-x"), 0.0
     killed = time.time()
-    proc.kill()
-    proc = b.agent("serve", "bench-x")
-    spawned = time.time()
+    if whole:
+        proc.kill()
+        proc = b.agent("serve", "bench-x")
+        spawned = time.time()
+    else:
+        os.kill(child, signal.SIGKILL)  # the nanny forks a new child at once
     ready = wait_http(proc, "/readyz")
     resumed = wait_stamp(stamp, "i1", 2)
     b.wait_done(task_id)
+    if not whole:
+        spawned = log_time(proc, f"process {child} was killed by signal 9")
     proc.stop()
     return {
         "kill > resumed step started": resumed - killed,
-        "  kill > new process spawned": spawned - killed,
-        "  spawned > /readyz 200": ready - spawned,
+        "  kill > new process started": spawned - killed,
+        "  started > /readyz 200": ready - spawned,
         "  /readyz 200 > resumed step": resumed - ready,
     }
-
-
-def log_time(proc: AgentProcess, needle: str) -> float:
-    for line in proc.log().splitlines():
-        if needle in line:
-            return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-    return float("nan")
 
 
 def failover(b: Bench, api: AgentProcess, rep: int, timeout_s: float) -> dict[str, float]:
@@ -366,12 +384,12 @@ def failover(b: Bench, api: AgentProcess, rep: int, timeout_s: float) -> dict[st
     wait_stamp(stamp, "i0", 1)
     time.sleep(0.5)
     q = "SELECT executor_id FROM dbos.workflow_status WHERE workflow_uuid = %s"
-    victim = workers.pop(b.rows(q, (task_id,))[0][0])
+    victim = workers.pop(b.rows(q, task_id)[0][0])
     survivor = next(iter(workers.values()))
     killed = time.time()
-    victim.kill()  # and it never comes back
+    victim.kill()  # the whole group, nanny too: it never comes back
     q = "SELECT extract(epoch FROM heartbeat_at)::float FROM workers WHERE executor_id = %s"
-    beat = b.rows(q, (victim.executor_id,))
+    beat = b.rows(q, victim.executor_id)
     resumed = wait_stamp(stamp, "i0", 2)
     b.wait_done(task_id)
     took_over = log_time(survivor, f"worker {victim.executor_id} stopped heartbeating")
@@ -392,15 +410,12 @@ def crash_table(title: str, runs: list[dict[str, float]]) -> None:
     table(title, head, [[k, *[f"{r[k]:.3f}" for r in runs], f"{med[k]:.3f}"] for k in runs[0]])
 
 
-# ---- main -------------------------------------------------------------------------------
-
-
 def run(b: Bench, args: argparse.Namespace) -> None:
-    version = b.rows(
-        "SELECT current_setting('server_version'), current_setting('synchronous_commit')"
-    )
-    print(f"database {b.name}: PostgreSQL {version[0][0]}, synchronous_commit={version[0][1]};"
-          f" {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    pg = b.rows("SELECT current_setting('server_version'), current_setting('synchronous_commit')")
+    git = ["git", "-C", str(REPO), "describe", "--always", "--dirty"]
+    head = subprocess.run(git, capture_output=True, text=True, check=False).stdout.strip()
+    print(f"code {head}; database {b.name}: PostgreSQL {pg[0][0]}, synchronous_commit="
+          f"{pg[0][1]}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     env = {**os.environ, "DATABASE_URL": b.url, "A2A_AGENT_HOME": str(b.home)}
     migrate = [sys.executable, "-m", "a2a_agent", "migrate"]
     subprocess.run(migrate, env=env, cwd=REPO, check=True, capture_output=True)
@@ -416,21 +431,26 @@ def run(b: Bench, args: argparse.Namespace) -> None:
     ])  # fmt: skip
     print(f"  100 empty queries (psycopg_pool's check on every checkout): +{empty[0]} xact_commit")
 
-    run_c, (busy, task_id) = b.measure(lambda: serve_life(b, args.items, None))
+    run_c, (busy, task_id, cpu) = b.measure(lambda: serve_life(b, args.items, None))
     idle_c, _ = b.measure(lambda: serve_life(b, args.items, busy))
     st = step_times(b, task_id, args.items)
     dbos_c, dbos_s = b.measure(lambda: dbos_life(b, args.items, 0))
     dbos_idle_c, _ = b.measure(lambda: dbos_life(b, 0, dbos_s))
+    n = st["steps"]
     table(f"2a. time per checkpointed step: {args.items} items of run `true`, verify `true`",
           ["", "ms per step"], [
-        [f"wall: first begin > last done / {st['window']:.0f} steps", ms(st["per_step"])],
+        [f"wall: first begin > last done (transitions) / {st['window']:.0f}", ms(st["per_step"])],
         ["  commands (run + verify, as timed by the harness)", ms(st["commands"])],
         ["  bookkeeping (wall - commands)", ms(st["per_step"] - st["commands"])],
         ["  inside steps (operation_outputs started > completed)", ms(st["inside"])],
         ["  between steps (record output, workflow body, next check)", ms(st["between"])],
         *[[f"  median {k} step", ms(st[k])] for k in ITEM_STEPS],
+        ["  mean item step, first tenth of the plan", ms(st["first"])],
+        ["  mean item step, last tenth of the plan", ms(st["last"])],
+        ["CPU: serving process (Python, all threads)", ms(cpu[0] / n)],
+        ["CPU: its child processes (git, bash, setpriv)", ms(cpu[1] / n)],
+        ["CPU: its PostgreSQL backends", ms(cpu[2] / n)],
     ])  # fmt: skip
-    n = st["steps"]
     total = [(run_c[i] - idle_c[i]) / n for i in (0, 1)]
     engine = [(dbos_c[i] - dbos_idle_c[i]) / n for i in (0, 1)]
     ours = [t - e for t, e in zip(total, engine, strict=True)]
@@ -448,9 +468,11 @@ def run(b: Bench, args: argparse.Namespace) -> None:
     print(f"  target 'our bookkeeping adds at most one commit per checkpointed step beyond the"
           f" engine's own': {verdict} ({ours[1]:.2f} writing, {ours[0]:.2f} all)")  # fmt: skip
 
-    same = [crash_same_executor(b, n) for n in range(args.repeats)]
-    crash_table("3a. SIGKILL of `serve` (executor bench-x) in item i1's `sleep 5`; restarted"
-                " at once with the same executor id", same)  # fmt: skip
+    for whole in (True, False):
+        runs = [crash_same_executor(b, n, whole) for n in range(args.repeats)]
+        crash_table("3a. SIGKILL in item i1's `sleep 5`, executor bench-x: " + (
+            "the process group, restarted at once" if whole else
+            "the serving child only, its nanny forks a new one"), runs)  # fmt: skip
     timeout = 2.0
     api = b.agent("serve", "bench-api", "--no-worker", A2A_AGENT_HEARTBEAT_TIMEOUT_S=str(timeout))
     wait_http(api, "/readyz")
@@ -464,7 +486,7 @@ def main() -> int:
     parser.add_argument("--database-url", default=DEFAULT_SERVER, help="server (admin) URL")
     parser.add_argument("--items", type=int, default=50, help="plan items for part 2")
     parser.add_argument("--inserts", type=int, default=500, help="iterations for part 1")
-    parser.add_argument("--repeats", type=int, default=3, help="kills in part 3a and 3b")
+    parser.add_argument("--repeats", type=int, default=3, help="kills in each part 3 case")
     parser.add_argument("--dbos-child", type=int, default=-1, help=argparse.SUPPRESS)
     parser.add_argument("--child-idle", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -35,6 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from resource import RUSAGE_CHILDREN
 from types import FrameType
 from urllib.parse import urlsplit, urlunsplit
 
@@ -54,13 +55,9 @@ LUA = r"""
 local pre, post = [==[%PRE%]==], [==[%POST%]==]
 local threads, counter = {}, 0
 bad = 0
-function setup(thread)
-  table.insert(threads, thread)
-  thread:set("tid", #threads)
-end
+function setup(thread) table.insert(threads, thread); thread:set("tid", #threads) end
 wrk.method = "POST"
-wrk.headers["A2A-Version"] = "1.0"
-wrk.headers["Content-Type"] = "application/json"
+wrk.headers["A2A-Version"], wrk.headers["Content-Type"] = "1.0", "application/json"
 function request()
   counter = counter + 1
   local body = pre
@@ -75,8 +72,7 @@ function done(summary, latency, requests)
   for _, t in ipairs(threads) do b = b + t:get("bad") end
   io.write(string.format('BENCH {"requests":%d,"duration_us":%d,"bytes":%d,"p50_us":%d,' ..
     '"p99_us":%d,"bad":%d}\n', summary.requests, summary.duration, summary.bytes,
-    latency:percentile(50), latency:percentile(99),
-    b + e.connect + e.read + e.write + e.timeout))
+    latency:percentile(50), latency:percentile(99), b + e.connect + e.read + e.write + e.timeout))
 end
 """
 
@@ -135,6 +131,10 @@ def delta(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
+def git(*args: str) -> bytes:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, check=True).stdout
+
+
 def rpc_body(method: str, params: dict[str, object]) -> str:
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 
@@ -168,8 +168,6 @@ class Bench:
         self.profiles: list[Path] = []
         self.run_id = uuid.uuid4().hex[:8]
         self.ports = iter(range(args.port, args.port + 100))
-
-    # ---- processes and databases ---------------------------------------------------------
 
     def admin(self) -> psycopg.Connection[tuple[object, ...]]:
         return psycopg.connect(self.args.database_url, autocommit=True)
@@ -241,8 +239,6 @@ class Bench:
             return bool(r.status == 200)
         return False
 
-    # ---- load ----------------------------------------------------------------------------
-
     def wrk(self, target: Target, operation: str, body: str) -> None:
         """Load `body` (its "@@" becomes a unique id per request) and record the result."""
         pre, _, post = body.partition("@@")
@@ -264,28 +260,23 @@ class Bench:
             spy_argv += ["-r", "200", "--subprocesses", "--nonblocking", "--format", "raw"]
             spy_argv += ["-o", str(self.profiles[-1])]
             spy = subprocess.Popen(spy_argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        db0, srv0 = self.backend_cpu_s(target.database), tree_cpu_s(target.pid)
-        busy0, kids0, t0 = busy_cpu_s(), resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
+        database = target.database
+        db0, srv0 = self.backend_cpu_s(database), tree_cpu_s(target.pid)
+        busy0, kids0, t0 = busy_cpu_s(), resource.getrusage(RUSAGE_CHILDREN), time.time()
         out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-        wall, busy = time.time() - t0, busy_cpu_s()
-        kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        srv = delta(srv0, tree_cpu_s(target.pid))
-        db = delta(db0, self.backend_cpu_s(target.database))
+        wall, busy, kids1 = time.time() - t0, busy_cpu_s(), resource.getrusage(RUSAGE_CHILDREN)
+        srv, db = delta(srv0, tree_cpu_s(target.pid)), delta(db0, self.backend_cpu_s(database))
         load = kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime
         if spy is not None:
             spy.wait()
         s = json.loads(next(x for x in out.splitlines() if x.startswith("BENCH "))[6:])
         n = max(s["requests"], 1)
-        r = Result(
-            target.label, operation, s["requests"] / (s["duration_us"] / 1e6),
-            s["p50_us"] / 1000, s["p99_us"] / 1000, s["bad"], s["bytes"] / n,
-            100 * srv / wall, 1000 * srv / n, 1000 * db / n,
-            max(busy - busy0 - srv - db - load, 0.0) / wall,
-        )  # fmt: skip
+        r = Result(target.label, operation, s["requests"] / (s["duration_us"] / 1e6),
+                   s["p50_us"] / 1000, s["p99_us"] / 1000, s["bad"], s["bytes"] / n,
+                   100 * srv / wall, 1000 * srv / n, 1000 * db / n,
+                   max(busy - busy0 - srv - db - load, 0.0) / wall)  # fmt: skip
         self.results.append(r)
         print(f"  {r.server:<22} {operation:<30} {r.rps:8.1f} req/s  p99 {r.p99_ms:7.1f} ms")
-
-    # ---- the measurements ----------------------------------------------------------------
 
     def measure_reference(self, store: str) -> None:
         argv = [PYTHON, str(ROOT / "bench" / "reference_server.py"), "--store", store]
@@ -304,9 +295,19 @@ class Bench:
 
     def measure_ours(self) -> None:
         database, url = self.create_database("")
-        env = {"DATABASE_URL": url, "A2A_AGENT_HOME": str(self.tmp / "home")}
-        env["A2A_AGENT_EXECUTOR_ID"] = "bench"
-        serve = [PYTHON, "-m", "a2a_agent", "serve"]
+        env = {"DATABASE_URL": url, "A2A_AGENT_HOME": f"{self.tmp}/home"}
+        env["A2A_AGENT_EXECUTOR_ID"], serve = "bench", [PYTHON, "-m", "a2a_agent", "serve"]
+        rev = self.args.ours_rev or "HEAD"
+        sha = git("rev-parse", "--short", rev).decode().strip()
+        if self.args.ours_rev:  # a clean export, so others' edits in progress do not count
+            (src := self.tmp / "src").mkdir()
+            subprocess.run(["tar", "-x", "-C", str(src)], input=git("archive", rev), check=True)
+            env["PYTHONPATH"] = str(src)
+            self.notes.append(f"ours is {rev} = {sha}, exported with git archive")
+        else:
+            dirty = git("status", "--porcelain", "--", "a2a_agent", "persistence").strip()
+            state = "with uncommitted changes" if dirty else "clean"
+            self.notes.append(f"ours is the working tree at {sha}, {state}")
         with self.server("ours", serve, env, database) as target:
             task_id = self.seed(target.port)
             deadline, state = time.monotonic() + 60, ""
@@ -320,17 +321,16 @@ class Bench:
             self.wrk(target, "SendMessage returnImmediately", send_body("@@", PLAN_PARTS))
             fresh = rpc_body("GetTask", {"id": self.seed(target.port)})
             self.wrk(target, "GetTask (submitted task)", fresh)
-            if self.args.text_only:
-                text = send_body("@@", [{"text": "hello"}])
-                self.wrk(target, "SendMessage text (REJECTED)", text)
+            if (
+                self.args.text_only
+            ):  # stored as REJECTED at once, nothing enqueued: not the headline
+                self.wrk(target, "SendMessage text (REJECTED)", send_body("@@", [{"text": "hi"}]))
 
     def seed(self, port: int) -> str:
         """One task made by SendMessage returnImmediately with the plan; its id."""
         task = call(port, send_body(f"seed-{self.run_id}", PLAN_PARTS))["task"]
         assert isinstance(task, dict)
         return str(task["id"])
-
-    # ---- report --------------------------------------------------------------------------
 
     def report(self) -> None:
         a = self.args
@@ -378,13 +378,10 @@ FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 
 def print_profile(path: Path, top: int = 20) -> None:
     """Top functions of a py-spy raw profile: by own samples, and inclusive (libraries only)."""
-    if not path.exists():
-        print(f"\nprofile {path.stem}: none written")
-        return
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
-    for line in path.read_text().splitlines():
+    for line in path.read_text().splitlines() if path.exists() else []:
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
@@ -409,16 +406,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--duration", type=int, default=10, help="seconds per measurement")
     p.add_argument("--warmup", type=int, default=2, help="seconds of unrecorded load before")
     p.add_argument("--connections", type=int, default=50)
-    p.add_argument(
-        "--database-url",
-        default="postgresql://root@127.0.0.1:5432/postgres",
-        help="an admin connection; fresh databases are made beside it and dropped",
-    )
+    admin = "postgresql://root@127.0.0.1:5432/postgres"
+    p.add_argument("--database-url", default=admin, help="admin URL; databases made beside it")
     p.add_argument("--port", type=int, default=8300, help="first port to use")
     p.add_argument("--server-core", default="0")
     p.add_argument("--load-core", default="1")
     p.add_argument("--no-reference-postgres", action="store_true")
     p.add_argument("--no-text-only", dest="text_only", action="store_false")
+    p.add_argument("--ours-rev", help="measure this git revision of ours (default: work tree)")
     p.add_argument("--extra", default=EXTRA, help="venv with asyncpg for the reference")
     p.add_argument("--profile", action="store_true", help="py-spy each measurement (slows it)")
     p.add_argument("--py-spy", default=shutil.which("py-spy") or f"{EXTRA}/bin/py-spy")

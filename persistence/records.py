@@ -125,6 +125,7 @@ class StepRecord:
     report: JSON | None = None
     fingerprint: str | None = None
     checkpoint: Checkpoint | None = None
+    new_items: list[NewItem] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

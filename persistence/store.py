@@ -19,6 +19,7 @@ from persistence.records import (
     TERMINAL_STATES,
     Checkpoint,
     ItemRow,
+    NewItem,
     NewTask,
     StepOutcome,
     StepRecord,
@@ -54,6 +55,7 @@ class TaskStore(Protocol):
     async def submitted_task_ids(self, older_than_s: float) -> list[str]: ...
     async def workspace_record(self, task_id: str) -> tuple[str | None, str | None]: ...
     async def get_checkpoints(self, task_id: str) -> list[Checkpoint]: ...
+    async def task_goal(self, task_id: str) -> str | None: ...
     async def stuck_tasks(
         self, stuck_after_s: float, max_age_s: float
     ) -> list[tuple[str, str]]: ...
@@ -128,21 +130,7 @@ class PostgresTaskStore:
                 },
                 prepare=True,
             )
-            for position, item in enumerate(new.items):
-                await conn.execute(
-                    q("insert_item"),
-                    {
-                        "task_id": new.task_id,
-                        "position": position,
-                        "item_id": item.item_id,
-                        "title": item.title,
-                        "run": item.run,
-                        "verify_command": item.verify_command,
-                        "verify_timeout_s": item.verify_timeout_s,
-                        "max_attempts": item.max_attempts,
-                    },
-                    prepare=True,
-                )
+            await self._insert_items(conn, new.task_id, new.items)
             transitions = [Transition(to_state="submitted", reason="task received")]
             state, text = "submitted", "Accepted; waiting for a worker."
             if new.rejection is not None:
@@ -164,6 +152,23 @@ class PostgresTaskStore:
             row = await cur.fetchone()
         assert row is not None
         return _task(row)
+
+    async def _insert_items(self, conn: Conn, task_id: str, items: Sequence[NewItem]) -> None:
+        for position, item in enumerate(items):
+            await conn.execute(
+                q("insert_item"),
+                {
+                    "task_id": task_id,
+                    "position": position,
+                    "item_id": item.item_id,
+                    "title": item.title,
+                    "run": item.run,
+                    "verify_command": item.verify_command,
+                    "verify_timeout_s": item.verify_timeout_s,
+                    "max_attempts": item.max_attempts,
+                },
+                prepare=True,
+            )
 
     async def _apply(
         self,
@@ -353,6 +358,7 @@ class PostgresTaskStore:
                 # Canceled (or stopped) while the step ran: keep the evidence, change nothing else.
                 await self._complete_effect(conn, task_id, record)
                 return StepOutcome(result=record.result, replayed=False, task_state=locked["state"])
+            await self._insert_items(conn, task_id, record.new_items)
             if record.item is not None:
                 await conn.execute(
                     q("update_item"),
@@ -394,7 +400,7 @@ class PostgresTaskStore:
                 status_text=text,
                 seq=locked["transition_seq"],
                 event_seq=locked["event_seq"],
-                items_changed=record.item is not None,
+                items_changed=record.item is not None or bool(record.new_items),
                 report=record.report,
             )
             await self._complete_effect(conn, task_id, record)
@@ -445,3 +451,9 @@ class PostgresTaskStore:
                 q("stuck_tasks"), {"stuck_after_s": stuck_after_s, "max_age_s": max_age_s}
             )
             return [(r["task_id"], r["why"]) for r in await cur.fetchall()]
+
+    async def task_goal(self, task_id: str) -> str | None:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("task_goal"), {"task_id": task_id})
+            row = await cur.fetchone()
+        return str(row["goal"]) if row else None

@@ -244,14 +244,14 @@ def test_missing_version_header_is_refused(server: tuple[AgentProcess, str]) -> 
     assert response.json()["error"]["code"] == -32009
 
 
-def test_text_task_is_rejected_until_the_model_lands(
+def test_without_a_key_text_tasks_and_model_items_are_rejected(
     server: tuple[AgentProcess, str], tmp_path: Path
 ) -> None:
     process, _ = server
     body = send(process, message({"text": "write a parser"}))
     task = body["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_REJECTED"
-    assert "run" in task["status"]["message"]["parts"][0]["text"]
+    assert "ANTHROPIC_API_KEY" in task["status"]["message"]["parts"][0]["text"]
     plan = {"goal": "g", "items": [GOOD_ITEM, {"id": "b", "verify": "true"}]}
     task = send(process, message(plan_part(plan)))["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_REJECTED"

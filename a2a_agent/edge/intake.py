@@ -16,9 +16,10 @@ from persistence.records import NewTask
 INPUT_MODES = ("text/plain", "application/json")
 OUTPUT_MODES = ("text/plain", "application/json")
 MODEL_NOT_AVAILABLE = (
-    "This agent cannot work items without a `run` command yet: items worked by the model "
-    "are not available in this version. Give every plan item a `run` command (a shell "
-    "command the harness runs before `verify`)."
+    "This agent has no model configured, so it can neither plan a goal given as text nor "
+    "work plan items that have no `run` command. Set ANTHROPIC_API_KEY on the server, or "
+    "send a plan whose every item has a `run` command (a shell command the harness runs "
+    "before `verify`)."
 )
 
 
@@ -26,6 +27,7 @@ MODEL_NOT_AVAILABLE = (
 class Intake:
     limits: PlanLimits
     max_message_bytes: int
+    model_available: bool
 
     def check_message(self, request: SendMessageRequest) -> None:
         message = request.message
@@ -80,12 +82,12 @@ class Intake:
                 goal=text.strip(),
                 first_message=first,
                 items=[],
-                rejection=MODEL_NOT_AVAILABLE,
+                rejection=None if self.model_available else MODEL_NOT_AVAILABLE,
             )
         plan = parse_plan(plans[0], self.limits)
         needing_model = plan.items_needing_model
         rejection = None
-        if needing_model:
+        if needing_model and not self.model_available:
             rejection = f"Items {needing_model} have no `run` command. {MODEL_NOT_AVAILABLE}"
         return NewTask(
             task_id=task_id,

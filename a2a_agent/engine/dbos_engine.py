@@ -5,129 +5,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
 
-from dbos import DBOS, DBOSConfiguredInstance, DBOSPortableJSONSerializer, SetWorkflowID
+from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID
 
 from a2a_agent.engine.gate import StepGate
+from a2a_agent.engine.runner import PlanRunner
 from a2a_agent.engine.supervisor import Supervisor
+from a2a_agent.harness.model_work import ModelWork
 from a2a_agent.harness.plan_harness import PlanHarness
-from persistence.errors import StoreError, StoreUnavailable
-from persistence.records import TERMINAL_STATES
+from persistence.errors import StoreError
 from persistence.store import TaskStore
 from persistence.workers import WorkerRegistry
 
 log = logging.getLogger(__name__)
 RUN_QUEUE = "a2a-runs"
 APP_NAME = "a2a-agent"
-
-
-def _database_outage(exc: BaseException) -> bool:
-    return isinstance(exc, StoreUnavailable)
-
-
-# Steps retry only while the database is unreachable (about four minutes in all); any other
-# error is a real failure of the step and ends the run with its reason.
-OUTAGE_RETRY: dict[str, Any] = {
-    "retries_allowed": True,
-    "max_attempts": 12,
-    "interval_seconds": 1.0,
-    "backoff_rate": 1.5,
-    "should_retry": _database_outage,
-}
-
-
-@DBOS.dbos_class()
-class PlanRunner(DBOSConfiguredInstance):
-    """The workflow and its steps. The body decides only from step outputs, so it replays."""
-
-    def __init__(self, harness: PlanHarness, gate: StepGate) -> None:
-        self.harness = harness
-        self.gate = gate
-        super().__init__("plan-runner")
-
-    @DBOS.step(**OUTAGE_RETRY)
-    async def snapshot(self, task_id: str) -> dict[str, Any]:
-        async with self.gate.step():
-            return await self.harness.snapshot(task_id)
-
-    @DBOS.step(**OUTAGE_RETRY)
-    async def begin_task(self, task_id: str) -> dict[str, Any]:
-        async with self.gate.step():
-            return await self.harness.begin_task(task_id)
-
-    @DBOS.step(**OUTAGE_RETRY)
-    async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> dict[str, Any]:
-        async with self.gate.step():
-            return await self.harness.begin_attempt(task_id, item_id, attempt)
-
-    # Preemptible: a cancel interrupts the running command instead of waiting for it; the
-    # interrupted step's output is not recorded, so a resume re-runs it under the same key.
-    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
-    async def run_item(self, task_id: str, item_id: str, attempt: int) -> dict[str, Any]:
-        async with self.gate.step():
-            return await self.harness.run_item(task_id, item_id, attempt)
-
-    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
-    async def verify_item(self, task_id: str, item_id: str, attempt: int) -> dict[str, Any]:
-        async with self.gate.step():
-            return await self.harness.verify_item(task_id, item_id, attempt)
-
-    @DBOS.step(**OUTAGE_RETRY)
-    async def finish(self, task_id: str) -> dict[str, Any]:
-        async with self.gate.step():
-            return await self.harness.finish(task_id)
-
-    @DBOS.step(**OUTAGE_RETRY)
-    async def fail(self, task_id: str, reason: str) -> dict[str, Any]:
-        async with self.gate.step():
-            return await self.harness.fail(task_id, reason)
-
-    @DBOS.workflow()
-    async def run_task(self, task_id: str) -> str:
-        try:
-            return await self._run(task_id)
-        except Exception as exc:  # noqa: BLE001  (recorded on the task, not swallowed)
-            # The run cannot go on; say so on the task instead of leaving it working forever.
-            # Cancellation is a BaseException (DBOS's and asyncio's) and passes through.
-            await self.fail(task_id, f"{type(exc).__name__}: {exc}")
-            return "failed"
-
-    async def _run(self, task_id: str) -> str:
-        snap = await self.snapshot(task_id)
-        if snap["state"] in TERMINAL_STATES:
-            return str(snap["state"])
-        if snap["state"] == "submitted" and (await self.begin_task(task_id))["stopped"]:
-            return "stopped"
-        for item in snap["items"]:
-            outcome = await self._work_item(
-                task_id, item["id"], item["status"], int(item["attempts"])
-            )
-            if outcome != "done":
-                return outcome
-        return str((await self.finish(task_id))["state"])
-
-    async def _work_item(self, task_id: str, item_id: str, status: str, attempt: int) -> str:
-        if status in ("done", "failed"):
-            return status
-        if status == "pending":
-            attempt += 1
-            if (await self.begin_attempt(task_id, item_id, attempt))["stopped"]:
-                return "stopped"
-        while True:
-            if status != "verifying":
-                ran = await self.run_item(task_id, item_id, attempt)
-                if ran["outcome"] == "stopped":
-                    return "stopped"
-                if ran["outcome"] == "restart":
-                    attempt = int(ran["attempt"])
-                    continue
-            status = "in_progress"
-            verified = await self.verify_item(task_id, item_id, attempt)
-            if verified["outcome"] in ("retry", "restart"):
-                attempt = int(verified["attempt"])
-                continue
-            return str(verified["outcome"])
 
 
 class DbosEngine:
@@ -138,6 +30,7 @@ class DbosEngine:
         *,
         store: TaskStore,
         harness: PlanHarness,
+        work: ModelWork,
         registry: WorkerRegistry,
         system_database_url: str,
         application_version: str,
@@ -167,7 +60,7 @@ class DbosEngine:
             }
         )
         self._harness = harness
-        self._runner = PlanRunner(harness, self.gate)
+        self._runner = PlanRunner(harness, work, self.gate)
         self.supervisor = Supervisor(
             registry=registry,
             store=store,

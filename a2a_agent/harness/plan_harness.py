@@ -74,7 +74,7 @@ class PlanHarness:
         row = await self.store.get_task(task_id, None)
         if row is None:
             raise NotFound(task_id)
-        goal = row.plan["goal"] if row.plan else row.status_text or ""
+        goal = row.plan["goal"] if row.plan else await self.store.task_goal(task_id) or ""
         items = items if items is not None else await self.store.get_items(task_id)
         if transitions is None:
             transitions = await self.store.get_transitions(task_id)
@@ -83,13 +83,13 @@ class PlanHarness:
             progress_document(task_id, goal, items, transitions),
         )
 
-    async def _item(self, task_id: str, item_id: str) -> ItemRow:
+    async def item(self, task_id: str, item_id: str) -> ItemRow:
         for item in await self.store.get_items(task_id):
             if item.item_id == item_id:
                 return item
         raise NotFound(f"{task_id}/{item_id}")
 
-    async def _record(self, task_id: str, record: StepRecord) -> str:
+    async def record(self, task_id: str, record: StepRecord) -> str:
         """Record a step with the workspace's fingerprint; re-render the files; new state."""
         fingerprint = await self.workspace(task_id).fingerprint()
         outcome = await self.store.record_step(
@@ -97,6 +97,34 @@ class PlanHarness:
         )
         await self._render(task_id)
         return outcome.task_state
+
+    def command_env(
+        self, task_id: str, item_id: str, attempt: int, key: str, root: Path
+    ) -> dict[str, str]:
+        """What every command sees: the settings' small environment and the step's key."""
+        return {
+            **self.config.command_env,
+            "A2A_TASK_ID": task_id,
+            "A2A_ITEM_ID": item_id,
+            "A2A_ATTEMPT": str(attempt),
+            "A2A_IDEMPOTENCY_KEY": key,
+            "A2A_WORKSPACE": str(root),
+        }
+
+    async def check_checkpoint_present(self, task_id: str) -> str | None:
+        """Between recorded steps (the model's tool calls) the workspace changes on purpose;
+        only a lost one is restored. None if it is there, else why it was restored."""
+        _, checkpoint = await self.store.workspace_record(task_id)
+        ws = self.workspace(task_id)
+        ws.clear_stale_locks()
+        if checkpoint is None or await ws.has_commit(checkpoint):
+            return None
+        bundles = [c.bundle for c in await self.store.get_checkpoints(task_id)]
+        await ws.restore(checkpoint, bundles)
+        return (
+            "the workspace is missing or does not hold the last checkpoint; restored "
+            f"checkpoint {checkpoint[:12]}"
+        )
 
     async def _check_workspace(self, task_id: str, key: str | None = None) -> str | None:
         """None if the workspace is as the last step left it; else restore, and say why.
@@ -130,8 +158,8 @@ class PlanHarness:
         await ws.restore(checkpoint, bundles)
         return f"{why}; restored checkpoint {checkpoint[:12]}"
 
-    async def _restart(self, task_id: str, item: ItemRow, attempt: int, why: str) -> JSON:
-        state = await self._record(
+    async def restart(self, task_id: str, item: ItemRow, attempt: int, why: str) -> JSON:
+        state = await self.record(
             task_id,
             StepRecord(
                 effect_key=idempotency_key(task_id, item.item_id, attempt, "restore"),
@@ -162,7 +190,15 @@ class PlanHarness:
         items = await self.store.get_items(task_id)
         return {
             "state": row.state,
-            "items": [{"id": i.item_id, "status": i.status, "attempts": i.attempts} for i in items],
+            "items": [
+                {
+                    "id": i.item_id,
+                    "status": i.status,
+                    "attempts": i.attempts,
+                    "run": i.run is not None,
+                }
+                for i in items
+            ],
         }
 
     async def begin_task(self, task_id: str) -> JSON:
@@ -172,7 +208,7 @@ class PlanHarness:
         await ws.ensure()
         await self._render(task_id)
         sha = await ws.commit("Start task: plan.json and progress.md", key)
-        state = await self._record(
+        state = await self.record(
             task_id,
             StepRecord(
                 effect_key=key,
@@ -193,9 +229,9 @@ class PlanHarness:
         return {"stopped": state in TERMINAL_STATES}
 
     async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        item = await self._item(task_id, item_id)
+        item = await self.item(task_id, item_id)
         restored = await self._check_workspace(task_id)
-        state = await self._record(
+        state = await self.record(
             task_id,
             StepRecord(
                 effect_key=idempotency_key(task_id, item_id, attempt, "begin"),
@@ -232,14 +268,7 @@ class PlanHarness:
         if effect.status == "completed" and effect.result is not None:
             return CommandResult.from_json(effect.result["command"])
         ws = self.workspace(task_id)
-        env = {
-            **self.config.command_env,
-            "A2A_TASK_ID": task_id,
-            "A2A_ITEM_ID": item.item_id,
-            "A2A_ATTEMPT": str(attempt),
-            "A2A_IDEMPOTENCY_KEY": key,
-            "A2A_WORKSPACE": str(ws.root),
-        }
+        env = self.command_env(task_id, item.item_id, attempt, key, ws.root)
         return await run_command(
             command,
             cwd=ws.root,
@@ -249,14 +278,14 @@ class PlanHarness:
         )
 
     async def run_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        item = await self._item(task_id, item_id)
+        item = await self.item(task_id, item_id)
         if item.run is None:
             raise NotFound(f"item {item_id} has no run command")
         restored = await self._check_workspace(
             task_id, idempotency_key(task_id, item_id, attempt, "run")
         )
         if restored:
-            return await self._restart(task_id, item, attempt, restored)
+            return await self.restart(task_id, item, attempt, restored)
         result = await self._command(
             task_id,
             item,
@@ -265,7 +294,7 @@ class PlanHarness:
             command=item.run,
             timeout_s=self.config.command_timeout_s,
         )
-        state = await self._record(
+        state = await self.record(
             task_id,
             StepRecord(
                 effect_key=idempotency_key(task_id, item_id, attempt, "run"),
@@ -287,11 +316,11 @@ class PlanHarness:
         return {"outcome": "stopped" if state in TERMINAL_STATES else "verify", "attempt": attempt}
 
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        item = await self._item(task_id, item_id)
+        item = await self.item(task_id, item_id)
         key = idempotency_key(task_id, item_id, attempt, "verify")
         restored = await self._check_workspace(task_id, key)
         if restored:
-            return await self._restart(task_id, item, attempt, restored)
+            return await self.restart(task_id, item, attempt, restored)
         result = await self._command(
             task_id,
             item,
@@ -365,7 +394,7 @@ class PlanHarness:
                 ],
                 report=build_report(items),
             )
-        state = await self._record(task_id, record)
+        state = await self.record(task_id, record)
         if state in TERMINAL_STATES and state != "failed":
             return {"outcome": "stopped", "attempt": attempt}
         outcome = "retry" if record.result["outcome"] == "retry" else record.result["outcome"]
@@ -421,7 +450,7 @@ class PlanHarness:
 
     async def finish(self, task_id: str) -> JSON:
         report = build_report(await self.store.get_items(task_id))
-        state = await self._record(
+        state = await self.record(
             task_id,
             StepRecord(
                 effect_key=f"{task_id}:task:finish",
@@ -439,7 +468,7 @@ class PlanHarness:
 
     async def fail(self, task_id: str, reason: str) -> JSON:
         """End the run as failed when it cannot go on (its reason goes to the caller)."""
-        state = await self._record(
+        state = await self.record(
             task_id,
             StepRecord(
                 effect_key=f"{task_id}:task:fail",

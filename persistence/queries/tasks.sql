@@ -182,3 +182,6 @@ WHERE state IN ('submitted', 'working')
        OR created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s))
 ORDER BY created_at
 LIMIT 100
+
+-- name: task_goal
+SELECT goal FROM tasks WHERE id = %(task_id)s
