@@ -96,7 +96,9 @@ async def test_text_goal_is_planned_and_worked_with_tools(
     plan = plan_of(done)
     assert [i["id"] for i in plan["items"]] == ["hello", "world"]
     assert all(i["status"] == "done" and i["commit"] for i in plan["items"])
-    assert report_of(done)["items_done"] == ["hello", "world"]
+    report = report_of(done)
+    assert report["items_done"] == ["hello", "world"]
+    assert report["files_changed"] == ["hello.txt", "world.txt"]
     workspace = home / "workspaces" / task.id
     assert (workspace / "hello.txt").read_text() == "hello\n"
     assert len(git_log(workspace)) == 3  # the start commit and one per verified item

@@ -392,7 +392,7 @@ class PlanHarness:
                         from_state="working", to_state="failed", reason=f"item {item_id} failed"
                     ),
                 ],
-                report=build_report(items),
+                report=build_report(items, await self._files_changed(task_id)),
             )
         state = await self.record(task_id, record)
         if state in TERMINAL_STATES and state != "failed":
@@ -448,8 +448,14 @@ class PlanHarness:
             else Checkpoint(sha=sha, bundle=await ws.bundle_since(previous)),
         )
 
+    async def _files_changed(self, task_id: str) -> list[str]:
+        """Files the run changed since its start commit (committed work only)."""
+        return await self.workspace(task_id).files_changed_since_start()
+
     async def finish(self, task_id: str) -> JSON:
-        report = build_report(await self.store.get_items(task_id))
+        report = build_report(
+            await self.store.get_items(task_id), await self._files_changed(task_id)
+        )
         state = await self.record(
             task_id,
             StepRecord(
@@ -477,7 +483,9 @@ class PlanHarness:
                 task_state="failed",
                 status_text=f"Failed: {reason}",
                 transitions=[Transition(to_state="failed", reason=reason)],
-                report=build_report(await self.store.get_items(task_id)),
+                report=build_report(
+                    await self.store.get_items(task_id), await self._files_changed(task_id)
+                ),
             ),
         )
         return {"state": state}

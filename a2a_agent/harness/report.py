@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from persistence.records import JSON, ItemRow
 
 
-def build_report(items: Sequence[ItemRow]) -> JSON:
+def build_report(items: Sequence[ItemRow], files_changed: Sequence[str] = ()) -> JSON:
     done = [i.item_id for i in items if i.status == "done"]
     failed = [i.item_id for i in items if i.status == "failed"]
     remaining = [i.item_id for i in items if i.status not in ("done", "failed")]
@@ -33,4 +33,5 @@ def build_report(items: Sequence[ItemRow]) -> JSON:
         "items_failed": failed,
         "checks_passed": checks,
         "remaining": remaining,
+        "files_changed": list(files_changed),
     }

@@ -135,3 +135,11 @@ class Workspace:
                     await self._git("fetch", "-q", str(path), "main:refs/a2a/restored")
         await self._git("reset", "-q", "--hard", sha)
         await self._git("clean", "-q", "-d", "-f", "-x", "-e", ".git")
+
+    async def files_changed_since_start(self) -> list[str]:
+        """Paths changed between the first commit and HEAD, without the rendered files."""
+        if await self.head() is None:
+            return []
+        first = (await self._git("rev-list", "--max-parents=0", "HEAD")).split()[0]
+        out = await self._git("diff", "--name-only", first, "HEAD")
+        return [p for p in out.splitlines() if p and p not in DERIVED_FILES]
