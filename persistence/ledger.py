@@ -6,8 +6,9 @@ from typing import Any, Protocol
 
 from psycopg.types.json import Jsonb
 
+from persistence.changes import charge_step
 from persistence.db import Pool, transaction
-from persistence.records import JSON, EffectRow, ModelCall
+from persistence.records import JSON, Charge, EffectRow, ModelCall
 from persistence.sql import q
 
 
@@ -17,7 +18,14 @@ def _effect(row: dict[str, Any]) -> EffectRow:
 
 class Ledger(Protocol):
     async def start_effect(
-        self, key: str, task_id: str, item_id: str | None, attempt: int | None, step: str
+        self,
+        key: str,
+        task_id: str,
+        item_id: str | None,
+        attempt: int | None,
+        step: str,
+        *,
+        reserve: Charge | None = None,
     ) -> EffectRow: ...
     async def get_effect(self, key: str) -> EffectRow | None: ...
     async def complete_effect(
@@ -30,6 +38,7 @@ class Ledger(Protocol):
         step: str,
         result: JSON,
         model_call: ModelCall | None = None,
+        charge: Charge | None = None,
     ) -> EffectRow: ...
     async def model_usage(self, task_id: str) -> JSON: ...
 
@@ -45,10 +54,24 @@ class PostgresLedger:
         return _effect(row) if row else None
 
     async def start_effect(
-        self, key: str, task_id: str, item_id: str | None, attempt: int | None, step: str
+        self,
+        key: str,
+        task_id: str,
+        item_id: str | None,
+        attempt: int | None,
+        step: str,
+        *,
+        reserve: Charge | None = None,
     ) -> EffectRow:
-        """Record that an effect is about to run; a completed effect is returned untouched."""
+        """Record that an effect is about to run (and reserve its budget, in the same
+        transaction); a completed effect is returned untouched."""
         async with transaction(self._pool) as conn:
+            if reserve is not None:
+                await conn.execute(
+                    q("reserve_charge"),
+                    {"key": key, "task_id": task_id, "tokens": reserve.tokens, "usd": reserve.usd},
+                    prepare=True,
+                )
             cur = await conn.execute(
                 q("start_effect"),
                 {
@@ -77,6 +100,7 @@ class PostgresLedger:
         step: str,
         result: JSON,
         model_call: ModelCall | None = None,
+        charge: Charge | None = None,
     ) -> EffectRow:
         """Record the result once; a second completion returns the first one's result.
 
@@ -99,6 +123,8 @@ class PostgresLedger:
                 },
                 prepare=True,
             )
+            if charge is not None:
+                await charge_step(conn, task_id, key, charge)
             if model_call is not None:
                 await conn.execute(
                     q("insert_model_call"),

@@ -32,6 +32,7 @@ class NewTask:
     items: list[NewItem]
     rejection: str | None = None
     metadata: JSON = field(default_factory=dict)
+    budget: JSON = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,17 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Charge:
+    """What one step costs the run's budget (a reservation until the step completes)."""
+
+    kind: str
+    tokens: int = 0
+    usd: float = 0.0
+    actions: int = 0
+    tool: str | None = None
+
+
+@dataclass(frozen=True)
 class StepRecord:
     """Everything one checkpointed step changes, written in one transaction.
 
@@ -126,6 +138,8 @@ class StepRecord:
     fingerprint: str | None = None
     checkpoint: Checkpoint | None = None
     new_items: list[NewItem] = field(default_factory=list)
+    charge: Charge | None = None
+    metadata_patch: JSON | None = None
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
 from psycopg.types.json import Jsonb
 
+from persistence.changes import apply_change, charge_step, insert_items
 from persistence.db import Conn, Pool, create_pool, transaction
 from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.records import (
@@ -19,7 +19,6 @@ from persistence.records import (
     TERMINAL_STATES,
     Checkpoint,
     ItemRow,
-    NewItem,
     NewTask,
     StepOutcome,
     StepRecord,
@@ -127,10 +126,12 @@ class PostgresTaskStore:
                     "goal": new.goal,
                     "first_message": Jsonb(new.first_message),
                     "metadata": Jsonb(new.metadata),
+                    "budget": Jsonb(new.budget),
                 },
                 prepare=True,
             )
-            await self._insert_items(conn, new.task_id, new.items)
+            await conn.execute(q("refresh_budget"), {"task_id": new.task_id})
+            await insert_items(conn, new.task_id, new.items)
             transitions = [Transition(to_state="submitted", reason="task received")]
             state, text = "submitted", "Accepted; waiting for a worker."
             if new.rejection is not None:
@@ -138,7 +139,7 @@ class PostgresTaskStore:
                     Transition(from_state="submitted", to_state="rejected", reason=new.rejection)
                 )
                 state, text = "rejected", new.rejection
-            await self._apply(
+            await apply_change(
                 conn,
                 new.task_id,
                 transitions=transitions,
@@ -152,92 +153,6 @@ class PostgresTaskStore:
             row = await cur.fetchone()
         assert row is not None
         return _task(row)
-
-    async def _insert_items(self, conn: Conn, task_id: str, items: Sequence[NewItem]) -> None:
-        for position, item in enumerate(items):
-            await conn.execute(
-                q("insert_item"),
-                {
-                    "task_id": task_id,
-                    "position": position,
-                    "item_id": item.item_id,
-                    "title": item.title,
-                    "run": item.run,
-                    "verify_command": item.verify_command,
-                    "verify_timeout_s": item.verify_timeout_s,
-                    "max_attempts": item.max_attempts,
-                },
-                prepare=True,
-            )
-
-    async def _apply(
-        self,
-        conn: Conn,
-        task_id: str,
-        *,
-        transitions: Sequence[Transition],
-        task_state: str | None,
-        status_text: str | None,
-        seq: int,
-        event_seq: int,
-        items_changed: bool,
-        report: JSON | None = None,
-    ) -> None:
-        """Write transitions, the task's new status, its derived summary and its events."""
-        for t in transitions:
-            seq += 1
-            await conn.execute(
-                q("insert_transition"),
-                {
-                    "task_id": task_id,
-                    "seq": seq,
-                    "item_id": t.item_id,
-                    "attempt": t.attempt,
-                    "from_state": t.from_state,
-                    "to_state": t.to_state,
-                    "reason": t.reason,
-                },
-                prepare=True,
-            )
-        if task_state is not None:
-            await conn.execute(
-                q("update_task_state"),
-                {
-                    "task_id": task_id,
-                    "state": task_state,
-                    "status_text": status_text,
-                    "transition_seq": seq,
-                },
-                prepare=True,
-            )
-        elif transitions:
-            await conn.execute(
-                q("set_transition_seq"), {"task_id": task_id, "transition_seq": seq}, prepare=True
-            )
-        if report is not None:
-            await conn.execute(q("set_report"), {"task_id": task_id, "report": Jsonb(report)})
-        if items_changed:
-            await conn.execute(q("refresh_summary"), {"task_id": task_id}, prepare=True)
-            event_seq += 1
-            await conn.execute(
-                q("insert_artifact_event"),
-                {"task_id": task_id, "seq": event_seq, "name": "plan"},
-                prepare=True,
-            )
-        if report is not None:
-            event_seq += 1
-            await conn.execute(
-                q("insert_artifact_event"), {"task_id": task_id, "seq": event_seq, "name": "report"}
-            )
-        if task_state is not None:
-            event_seq += 1
-            await conn.execute(
-                q("insert_status_event"), {"task_id": task_id, "seq": event_seq}, prepare=True
-            )
-        await conn.execute(
-            q("set_event_seq"), {"task_id": task_id, "event_seq": event_seq}, prepare=True
-        )
-        await conn.execute(q("notify_task"), {"task_id": task_id}, prepare=True)
 
     async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None:
         async with self._tx() as conn:
@@ -308,7 +223,7 @@ class PostgresTaskStore:
                 raise NotFound(task_id)
             if locked["state"] in TERMINAL_STATES:
                 raise Conflict(f"task {task_id} is already {locked['state']}")
-            await self._apply(
+            await apply_change(
                 conn,
                 task_id,
                 transitions=[
@@ -354,11 +269,13 @@ class PostgresTaskStore:
                 return StepOutcome(
                     result=effect["result"], replayed=True, task_state=locked["state"]
                 )
+            if record.charge is not None:
+                await charge_step(conn, task_id, record.effect_key, record.charge)
             if locked["state"] in TERMINAL_STATES:
                 # Canceled (or stopped) while the step ran: keep the evidence, change nothing else.
                 await self._complete_effect(conn, task_id, record)
                 return StepOutcome(result=record.result, replayed=False, task_state=locked["state"])
-            await self._insert_items(conn, task_id, record.new_items)
+            await insert_items(conn, task_id, record.new_items)
             if record.item is not None:
                 await conn.execute(
                     q("update_item"),
@@ -372,6 +289,11 @@ class PostgresTaskStore:
                         "failures": record.item.failures,
                     },
                     prepare=True,
+                )
+            if record.metadata_patch:
+                await conn.execute(
+                    q("merge_metadata"),
+                    {"task_id": task_id, "patch": Jsonb(record.metadata_patch)},
                 )
             text = record.status_text if record.status_text is not None else locked["status_text"]
             if record.fingerprint is not None:
@@ -392,7 +314,7 @@ class PostgresTaskStore:
                 else t
                 for t in record.transitions
             ]
-            await self._apply(
+            await apply_change(
                 conn,
                 task_id,
                 transitions=transitions,

@@ -1,7 +1,7 @@
 -- name: insert_task
-INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata)
+INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget)
 VALUES (%(task_id)s, %(owner)s, %(context_id)s, 'submitted', %(status_text)s, %(goal)s,
-        jsonb_build_array(%(first_message)s::jsonb), %(metadata)s::jsonb)
+        jsonb_build_array(%(first_message)s::jsonb), %(metadata)s::jsonb, %(budget)s::jsonb)
 
 -- name: insert_item
 INSERT INTO items (task_id, position, item_id, title, run, verify_command, verify_timeout_s,

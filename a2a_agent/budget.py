@@ -1,0 +1,201 @@
+"""Budgets that belong to the run: limits per task, checked before every call, from a ledger.
+
+Dimensions: money (USD, priced per model), tokens, wall-clock time since submission, steps
+without progress (no item finished), and actions (model tool calls) per tool and in total.
+The ledger is `budget_charges`; what is used is its sum, so it is the same on every worker and
+after every restart. The model never sees or argues with any of this.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from a2a_agent.errors import ConfigError, PlanError
+from a2a_agent.model.types import Usage
+
+NUMERIC_LIMITS = ("max_usd", "max_tokens", "max_wall_s", "max_steps_without_progress")
+LIMIT_KEYS = frozenset({*NUMERIC_LIMITS, "max_actions"})
+DIMENSION_OF = {
+    "max_usd": "usd",
+    "max_tokens": "tokens",
+    "max_wall_s": "wall_s",
+    "max_steps_without_progress": "steps_without_progress",
+}
+ALERT_PCT = 50
+
+DEFAULT_LIMITS: dict[str, Any] = {
+    "max_usd": 25.0,
+    "max_tokens": 20_000_000,
+    "max_wall_s": 24 * 3600,
+    "max_steps_without_progress": 300,
+    "max_actions": {"*": 3000},
+}
+HARD_CAPS: dict[str, Any] = {
+    "max_usd": 250.0,
+    "max_tokens": 200_000_000,
+    "max_wall_s": 14 * 24 * 3600,
+    "max_steps_without_progress": 5000,
+    "max_actions": {"*": 50_000},
+}
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+    def cost(self, usage: Usage) -> float:
+        return (
+            usage.input_tokens * self.input
+            + usage.output_tokens * self.output
+            + usage.cache_read_tokens * self.cache_read
+            + usage.cache_write_tokens * self.cache_write
+        ) / 1_000_000
+
+
+DEFAULT_PRICES = {"*": Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)}
+
+
+def parse_prices(raw: str | None) -> dict[str, Prices]:
+    """A2A_AGENT_PRICES: {"model": {"input", "output", "cache_read", "cache_write"}}; "*" is
+    the price of any other model."""
+    if not raw:
+        return dict(DEFAULT_PRICES)
+    try:
+        table = json.loads(raw)
+        prices = {str(m): Prices(**{k: float(v) for k, v in p.items()}) for m, p in table.items()}
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"A2A_AGENT_PRICES is not a price table: {exc}") from exc
+    return {**DEFAULT_PRICES, **prices}
+
+
+def price_for(prices: Mapping[str, Prices], model: str) -> Prices:
+    return prices.get(model) or prices["*"]
+
+
+def _positive(value: Any, where: str, *, whole: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise PlanError(f"{where} must be a number, got {value!r}")
+    if value <= 0:
+        raise PlanError(f"{where} must be more than 0, got {value}")
+    if whole and not float(value).is_integer():
+        raise PlanError(f"{where} must be a whole number, got {value}")
+    return float(value)
+
+
+def _check_limits(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise PlanError(f"{where} must be an object")
+    unknown = sorted(set(raw) - LIMIT_KEYS)
+    if unknown:
+        raise PlanError(f"{where} has unknown field(s) {unknown}; allowed: {sorted(LIMIT_KEYS)}")
+    limits: dict[str, Any] = {}
+    for key in NUMERIC_LIMITS:
+        if key in raw:
+            number = _positive(raw[key], f"{where}.{key}", whole=key != "max_usd")
+            limits[key] = number if key == "max_usd" else int(number)
+    if "max_actions" in raw:
+        actions = raw["max_actions"]
+        if not isinstance(actions, Mapping) or not actions:
+            raise PlanError(
+                f'{where}.max_actions must be an object like {{"bash": 200, "*": 1000}}'
+            )
+        limits["max_actions"] = {
+            str(tool): int(_positive(n, f"{where}.max_actions.{tool}", whole=True))
+            for tool, n in actions.items()
+        }
+    return limits
+
+
+def effective_limits(
+    requested: Any, defaults: Mapping[str, Any], caps: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The caller's limits (validated, each at most the server's cap) over the defaults."""
+    asked = _check_limits(requested, "budget") if requested is not None else {}
+    for key, value in asked.items():
+        if key == "max_actions":
+            for tool, n in value.items():
+                cap = caps.get("max_actions", {}).get(tool, caps.get("max_actions", {}).get("*"))
+                if cap is not None and n > cap:
+                    raise PlanError(
+                        f"budget.max_actions.{tool} is {n}, above this server's cap of {cap}"
+                    )
+        elif key in caps and value > caps[key]:
+            raise PlanError(f"budget.{key} is {value}, above this server's cap of {caps[key]}")
+    limits = {**defaults, **asked}
+    limits["max_actions"] = {**defaults.get("max_actions", {}), **asked.get("max_actions", {})}
+    return limits
+
+
+@dataclass(frozen=True)
+class Exhausted:
+    dimension: str
+    used: float
+    limit: float
+
+    @property
+    def reason(self) -> str:
+        return f"budget_exhausted: {self.dimension} used {self.used:g} of its limit {self.limit:g}"
+
+
+@dataclass(frozen=True)
+class Crossing:
+    dimension: str
+    threshold: int
+    used: float
+    limit: float
+
+
+def _used_limit(status: Mapping[str, Any], dimension: str) -> tuple[float, float | None]:
+    entry = status.get(dimension) or {}
+    limit = entry.get("limit")
+    return float(entry.get("used") or 0), (float(limit) if limit is not None else None)
+
+
+def crossings(status: Mapping[str, Any], pause_pct: int) -> list[Crossing]:
+    """Every (dimension, threshold) the run has reached: 50 % alerts and the pause point."""
+    found = []
+    for dimension in ("usd", "tokens", "wall_s", "steps_without_progress", "actions"):
+        used, limit = _used_limit(status, dimension)
+        if not limit:
+            continue
+        for threshold in sorted({ALERT_PCT, pause_pct}):
+            if used * 100 >= threshold * limit:
+                found.append(Crossing(dimension, threshold, used, limit))
+    return found
+
+
+def exhausted(
+    status: Mapping[str, Any],
+    *,
+    tokens: float = 0,
+    usd: float = 0,
+    tool: str | None = None,
+) -> Exhausted | None:
+    """Whether the next step may run: `tokens`/`usd` are what it reserves, `tool` its action."""
+    for dimension, extra in (("usd", usd), ("tokens", tokens)):
+        used, limit = _used_limit(status, dimension)
+        if limit is not None and (used + extra > limit or used >= limit):
+            return Exhausted(dimension, round(used + extra, 6), limit)
+    for dimension in ("wall_s", "steps_without_progress"):
+        used, limit = _used_limit(status, dimension)
+        if limit is not None and used >= limit:
+            return Exhausted(dimension, used, limit)
+    if tool is not None:
+        used, limit = _used_limit(status, "actions")
+        if limit is not None and used + 1 > limit:
+            return Exhausted("actions", used + 1, limit)
+        per_tool = (status.get("actions_by_tool") or {}).get(tool) or {}
+        tool_limit = ((status.get("limits") or {}).get("max_actions") or {}).get(tool)
+        tool_used = float(per_tool.get("used") or 0)
+        if tool_limit is not None and tool_used + 1 > float(tool_limit):
+            return Exhausted(f"actions.{tool}", tool_used + 1, float(tool_limit))
+    return None
