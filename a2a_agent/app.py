@@ -61,6 +61,8 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
             limits=plan_limits(settings),
             max_message_bytes=settings.max_message_bytes,
             model_available=runtime.model is not None,
+            budget_defaults=settings.budget_defaults,
+            budget_caps=settings.budget_caps,
         ),
     )
 

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from a2a_agent.errors import ConfigError, PlanError
+from a2a_agent.errors import AgentError, ConfigError, PlanError
 from a2a_agent.model.types import Usage
+from persistence.budgets import Budgets
 
 NUMERIC_LIMITS = ("max_usd", "max_tokens", "max_wall_s", "max_steps_without_progress")
 LIMIT_KEYS = frozenset({*NUMERIC_LIMITS, "max_actions"})
@@ -199,3 +200,64 @@ def exhausted(
         if tool_limit is not None and tool_used + 1 > float(tool_limit):
             return Exhausted(f"actions.{tool}", tool_used + 1, float(tool_limit))
     return None
+
+
+class BudgetStop(AgentError):
+    """A step may not run: the run's budget is exhausted in one dimension."""
+
+    def __init__(self, spent: Exhausted) -> None:
+        super().__init__(spent.reason)
+        self.spent = spent
+
+
+def alert_text(crossing: Crossing, pause_pct: int) -> str:
+    figures = f"{crossing.used:g} of {crossing.limit:g}"
+    if crossing.threshold == pause_pct:
+        return (
+            f"Budget: {pause_pct}% of {crossing.dimension} used ({figures}). This run would "
+            "pause here for approval; approvals are not available yet, so it continues."
+        )
+    return f"Budget alert: {crossing.threshold}% of {crossing.dimension} used ({figures})."
+
+
+class BudgetGuard:
+    """Checked by the harness before every step that spends; the model cannot see or move it."""
+
+    def __init__(self, budgets: Budgets, *, pause_pct: int, prices: Mapping[str, Prices]) -> None:
+        self.budgets = budgets
+        self.pause_pct = pause_pct
+        self.prices = prices
+
+    async def check(
+        self,
+        task_id: str,
+        *,
+        exclude_key: str = "",
+        tokens: float = 0,
+        usd: float = 0,
+        tool: str | None = None,
+    ) -> None:
+        """Record new threshold crossings (once each); raise BudgetStop if the step may not
+        run. `tokens`/`usd` are the step's reservation, `tool` its action."""
+        status = await self.budgets.budget_status(task_id, exclude_key)
+        seen = set(status.get("alerts") or [])
+        new = [
+            c
+            for c in crossings(status, self.pause_pct)
+            if f"{c.dimension}:{c.threshold}" not in seen
+        ]
+        if new:
+            await self.budgets.record_alerts(
+                task_id, [(c.dimension, c.threshold, alert_text(c, self.pause_pct)) for c in new]
+            )
+        spent = exhausted(status, tokens=tokens, usd=usd, tool=tool)
+        if spent is not None:
+            raise BudgetStop(spent)
+
+    def cost(self, model: str, usage: Usage) -> float:
+        return price_for(self.prices, model).cost(usage)
+
+    def reservation(self, model: str, input_tokens: int, max_tokens: int) -> tuple[int, float]:
+        """The most a call can cost: its input and every output token it may write."""
+        usage = Usage(input_tokens=input_tokens, output_tokens=max_tokens)
+        return input_tokens + max_tokens, self.cost(model, usage)

@@ -10,6 +10,7 @@ from types import TracebackType
 
 import psycopg
 
+from a2a_agent.budget import BudgetGuard
 from a2a_agent.database import sqlalchemy_url
 from a2a_agent.engine.dbos_engine import DbosEngine
 from a2a_agent.harness.model_work import ModelConfig, ModelWork
@@ -17,6 +18,7 @@ from a2a_agent.harness.plan_harness import HarnessConfig, PlanHarness
 from a2a_agent.model.anthropic_adapter import AnthropicModel
 from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
+from persistence.budgets import PostgresBudgets
 from persistence.errors import StoreError
 from persistence.ledger import PostgresLedger
 from persistence.migrate import current_version, latest_version, migrate
@@ -56,9 +58,14 @@ class Runtime:
         self.store = PostgresTaskStore(self.pool)
         self.notifier = TaskNotifier(conninfo)
         self.ledger = PostgresLedger(self.pool)
+        self.budgets = PostgresBudgets(self.pool)
+        self.guard = BudgetGuard(
+            self.budgets, pause_pct=settings.budget_pause_pct, prices=settings.prices
+        )
         self.harness = PlanHarness(
             self.store,
             self.ledger,
+            self.guard,
             HarnessConfig(
                 workspaces=settings.workspaces,
                 command_env=settings.command_env,

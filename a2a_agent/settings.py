@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from a2a_agent.errors import ConfigError
+from a2a_agent.budget import (
+    DEFAULT_LIMITS,
+    DEFAULT_PRICES,
+    HARD_CAPS,
+    Prices,
+    effective_limits,
+    parse_prices,
+)
+from a2a_agent.errors import ConfigError, PlanError
 from a2a_agent.model.anthropic_adapter import DEFAULT_MODEL
 
 # Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
@@ -42,6 +52,23 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"{name} must be positive, got {value}")
     return value
+
+
+def _json_limits(
+    env: Mapping[str, str], name: str, base: Mapping[str, Any], caps: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Budget limits from a JSON setting, over `base`, each at most `caps`."""
+    raw = env.get(name)
+    if not raw:
+        return dict(base)
+    try:
+        given = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} is not JSON: {exc}") from exc
+    try:
+        return effective_limits(given, base, caps)
+    except PlanError as exc:
+        raise ConfigError(f"{name}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -81,6 +108,10 @@ class Settings:
     max_turns: int = 60
     plan_tries: int = 3
     tool_output_bytes: int = 16_000
+    budget_defaults: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_LIMITS))
+    budget_caps: Mapping[str, Any] = field(default_factory=lambda: dict(HARD_CAPS))
+    prices: Mapping[str, Prices] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+    budget_pause_pct: int = 80
 
     @property
     def workspaces(self) -> Path:
@@ -102,6 +133,8 @@ class Settings:
         # Commands the harness runs see a small, predictable environment, never our secrets.
         passthrough = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
         command_env = {name: env[name] for name in passthrough if name in env}
+        caps = _json_limits(env, "A2A_AGENT_BUDGET_CAPS", HARD_CAPS, HARD_CAPS)
+        defaults = _json_limits(env, "A2A_AGENT_BUDGET_DEFAULTS", DEFAULT_LIMITS, caps)
         return cls(
             home=home,
             database_url=env.get("DATABASE_URL") or None,
@@ -133,4 +166,8 @@ class Settings:
             max_turns=_int(env, "A2A_AGENT_MAX_TURNS", 60, minimum=1),
             plan_tries=_int(env, "A2A_AGENT_PLAN_TRIES", 3, minimum=1),
             tool_output_bytes=_int(env, "A2A_AGENT_TOOL_OUTPUT_BYTES", 16_000, minimum=256),
+            budget_defaults=defaults,
+            budget_caps=caps,
+            prices=parse_prices(env.get("A2A_AGENT_PRICES")),
+            budget_pause_pct=_int(env, "A2A_AGENT_BUDGET_PAUSE_PCT", 80, minimum=51),
         )

@@ -172,6 +172,8 @@ LANGUAGE sql STABLE AS $$
         'actions', jsonb_build_object(
             'used', totals.actions, 'limit', t.budget -> 'max_actions' -> '*'),
         'actions_by_tool', by_tool.tools,
-        'limits', t.budget)
+        'limits', t.budget,
+        'alerts', (SELECT coalesce(jsonb_agg(dimension || ':' || threshold), '[]'::jsonb)
+                   FROM budget_alerts WHERE task_id = p_task_id))
     FROM t, totals, by_tool, progress
 $$;

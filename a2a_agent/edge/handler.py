@@ -150,6 +150,10 @@ class AgentRequestHandler(RequestHandler):
                     )
                 message.context_id = row.context_id
                 try:
+                    self.intake.check_follow_up(message)
+                except PlanError as exc:
+                    raise InvalidParamsError(str(exc)) from exc
+                try:
                     return await self.store.append_message(
                         row.task_id, owner, message_to_json(message)
                     )

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from a2a.helpers.proto_helpers import get_data_parts
 from a2a.types.a2a_pb2 import Message, SendMessageRequest
 
+from a2a_agent.budget import effective_limits
 from a2a_agent.edge.convert import message_to_json
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
 from a2a_agent.plans import PlanLimits, parse_plan
 from persistence.records import NewTask
 
+DATA_KEYS = frozenset({"plan", "budget"})
 INPUT_MODES = ("text/plain", "application/json")
 OUTPUT_MODES = ("text/plain", "application/json")
 MODEL_NOT_AVAILABLE = (
@@ -28,6 +31,8 @@ class Intake:
     limits: PlanLimits
     max_message_bytes: int
     model_available: bool
+    budget_defaults: Mapping[str, Any]
+    budget_caps: Mapping[str, Any]
 
     def check_message(self, request: SendMessageRequest) -> None:
         message = request.message
@@ -58,21 +63,35 @@ class Intake:
                 f"it answers in {' and '.join(OUTPUT_MODES)}"
             )
 
-    def new_task(self, task_id: str, owner: str, context_id: str, message: Message) -> NewTask:
-        plans: list[Any] = []
+    def _data(self, message: Message) -> tuple[Any, Any]:
+        """The plan and the budget the message's data parts carry (each at most once)."""
+        found: dict[str, list[Any]] = {"plan": [], "budget": []}
         for data in get_data_parts(message.parts):
-            if isinstance(data, dict) and "plan" in data:
-                plans.append(data["plan"])
-            else:
+            if not isinstance(data, dict) or not data or set(data) - DATA_KEYS:
+                got = sorted(data) if isinstance(data, dict) else type(data).__name__
                 raise PlanError(
-                    'a data part must be an object with a "plan" key; '
-                    f"got keys {sorted(data) if isinstance(data, dict) else type(data).__name__}"
+                    f'a data part must be an object with a "plan" and/or a "budget" key; got {got}'
                 )
-        if len(plans) > 1:
-            raise PlanError("the message carries more than one plan; send one plan per task")
+            for key, value in data.items():
+                found[key].append(value)
+        for key, values in found.items():
+            if len(values) > 1:
+                raise PlanError(f"the message carries more than one {key}; send one per task")
+        plan = found["plan"][0] if found["plan"] else None
+        budget = found["budget"][0] if found["budget"] else None
+        return plan, budget
+
+    def check_follow_up(self, message: Message) -> None:
+        _, budget = self._data(message)
+        if budget is not None:
+            raise PlanError("a budget can only be set in the first message of a task")
+
+    def new_task(self, task_id: str, owner: str, context_id: str, message: Message) -> NewTask:
+        raw_plan, raw_budget = self._data(message)
+        budget = effective_limits(raw_budget, self.budget_defaults, self.budget_caps)
         text = "\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
         first = message_to_json(message)
-        if not plans:
+        if raw_plan is None:
             if not text.strip():
                 raise PlanError("the message has no text and no plan; say what to do")
             return NewTask(
@@ -82,9 +101,10 @@ class Intake:
                 goal=text.strip(),
                 first_message=first,
                 items=[],
+                budget=budget,
                 rejection=None if self.model_available else MODEL_NOT_AVAILABLE,
             )
-        plan = parse_plan(plans[0], self.limits)
+        plan = parse_plan(raw_plan, self.limits)
         needing_model = plan.items_needing_model
         rejection = None
         if needing_model and not self.model_available:
@@ -97,4 +117,5 @@ class Intake:
             first_message=first,
             items=plan.items,
             rejection=rejection,
+            budget=budget,
         )

@@ -168,7 +168,10 @@ class PlanRunner(DBOSConfiguredInstance):
                 "attempt": n,
                 "request": {**request, "messages": messages},
             }
-            response = ModelResponse.from_json(await self.call_model(task_id, call))
+            raw = await self.call_model(task_id, call)
+            if raw.get("stopped"):
+                return "stopped"
+            response = ModelResponse.from_json(raw)
             uses = [u for u in response.tool_uses if u.get("name") == "submit_plan"]
             if not uses:
                 problem = "no plan was submitted"
@@ -243,7 +246,10 @@ class PlanRunner(DBOSConfiguredInstance):
                 "attempt": attempt,
                 "request": {**request, "messages": messages},
             }
-            response = ModelResponse.from_json(await self.call_model(task_id, call))
+            raw = await self.call_model(task_id, call)
+            if raw.get("stopped"):
+                return raw
+            response = ModelResponse.from_json(raw)
             messages = [*messages, assistant(response)]
             if not response.tool_uses:
                 note = response.text
@@ -256,9 +262,12 @@ class PlanRunner(DBOSConfiguredInstance):
                 results.append(called["result"])
             messages = [*messages, tool_results(results)]
             if _context_size(response.usage, messages) > int(context["compact_at"]):
-                messages = await self._compact(
+                compacted = await self._compact(
                     task_id, item_id, attempt, turn=turn, request=request, messages=messages
                 )
+                if compacted is None:
+                    return {"outcome": "stopped", "attempt": attempt}
+                messages = compacted
         return await self.end_turn(task_id, item_id, attempt, note)
 
     async def _compact(
@@ -270,7 +279,7 @@ class PlanRunner(DBOSConfiguredInstance):
         turn: int,
         request: JSON,
         messages: list[JSON],
-    ) -> list[JSON]:
+    ) -> list[JSON] | None:
         key = idempotency_key(task_id, item_id, attempt, f"compact.{turn}")
         call = {
             "key": key,
@@ -284,7 +293,10 @@ class PlanRunner(DBOSConfiguredInstance):
                 "messages": prompts.compaction_messages(messages),
             },
         }
-        summary = ModelResponse.from_json(await self.call_model(task_id, call))
+        raw = await self.call_model(task_id, call)
+        if raw.get("stopped"):
+            return None  # the budget stopped the run
+        summary = ModelResponse.from_json(raw)
         return prompts.compacted(messages, summary.text)
 
 

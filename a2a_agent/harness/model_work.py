@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_agent.budget import BudgetStop
 from a2a_agent.errors import ModelError, PlanError
 from a2a_agent.harness import prompts
 from a2a_agent.harness.plan_harness import PlanHarness, idempotency_key
@@ -18,7 +19,14 @@ from a2a_agent.model import Model
 from a2a_agent.model.types import JSON, ModelRequest, ModelResponse
 from a2a_agent.plans import PlanLimits, parse_plan
 from persistence.errors import NotFound
-from persistence.records import TERMINAL_STATES, ItemChange, ModelCall, StepRecord, Transition
+from persistence.records import (
+    TERMINAL_STATES,
+    Charge,
+    ItemChange,
+    ModelCall,
+    StepRecord,
+    Transition,
+)
 
 PROGRESS_TAIL_CHARS = 3000
 
@@ -57,11 +65,32 @@ class ModelWork:
         attempt: int | None,
         request: JSON,
     ) -> JSON:
-        """One model call as a keyed effect; its response and usage are stored together."""
-        effect = await self.ledger.start_effect(key, task_id, item_id, attempt, "model")
-        if effect.status == "completed" and effect.result is not None:
+        """One model call as a keyed effect: checked against the budget with its maximum cost
+        reserved, then its response, usage and charge stored together (never paid twice)."""
+        effect = await self.ledger.get_effect(key)
+        if effect is not None and effect.status == "completed" and effect.result is not None:
             return effect.result
-        response = await self._model().complete(ModelRequest.from_json(request))
+        model = self._model()
+        call = ModelRequest.from_json(request)
+        guard = self.harness.guard
+        tokens, usd = guard.reservation(
+            model.name,
+            prompts.estimated_tokens(call.messages) + len(call.system) // 4,
+            call.max_tokens,
+        )
+        try:
+            await guard.check(task_id, exclude_key=key, tokens=tokens, usd=usd)
+        except BudgetStop as stop:
+            return await self.harness.stop_for_budget(task_id, stop.spent)
+        await self.ledger.start_effect(
+            key,
+            task_id,
+            item_id,
+            attempt,
+            "model",
+            reserve=Charge(kind="reservation", tokens=tokens, usd=usd),
+        )
+        response = await model.complete(call)
         usage = response.usage
         await self.ledger.complete_effect(
             key,
@@ -78,6 +107,11 @@ class ModelWork:
                 output_tokens=usage.output_tokens,
                 cache_read_tokens=usage.cache_read_tokens,
                 cache_write_tokens=usage.cache_write_tokens,
+            ),
+            charge=Charge(
+                kind="model",
+                tokens=usage.context_tokens + usage.output_tokens,
+                usd=guard.cost(response.model, usage),
             ),
         )
         return response.as_json()
@@ -159,29 +193,40 @@ class ModelWork:
     async def call_tool(
         self, task_id: str, item_id: str, attempt: int, n: str, tool_use: JSON
     ) -> JSON:
+        """One tool call as a keyed effect, checked against the action budget first."""
         key = idempotency_key(task_id, item_id, attempt, f"tool.{n}")
-        effect = await self.ledger.start_effect(key, task_id, item_id, attempt, "tool")
-        result: JSON
-        if effect.status == "completed" and effect.result is not None:
-            result = effect.result
-        else:
-            restored = await self.harness.check_checkpoint_present(task_id)
-            if restored:
-                item = await self.harness.item(task_id, item_id)
-                return await self.harness.restart(task_id, item, attempt, restored)
-            ws = self.harness.workspace(task_id)
-            tools = WorkspaceTools(
-                root=ws.root,
-                env=self.harness.command_env(task_id, item_id, attempt, key, ws.root),
-                output_bytes=self.config.tool_output_bytes,
-                max_timeout_s=self.config.bash_timeout_s,
-                pid_file=ws.command_pid_file,
-            )
-            outcome = await tools.call(str(tool_use.get("name")), tool_use.get("input") or {})
-            result = {"tool_use_id": tool_use["id"], **outcome.as_json()}
-            await self.ledger.complete_effect(
-                key, task_id=task_id, item_id=item_id, attempt=attempt, step="tool", result=result
-            )
+        effect = await self.ledger.get_effect(key)
+        if effect is not None and effect.status == "completed" and effect.result is not None:
+            return {"outcome": "ok", "result": effect.result}
+        name = str(tool_use.get("name"))
+        try:
+            await self.harness.guard.check(task_id, exclude_key=key, tool=name)
+        except BudgetStop as stop:
+            return await self.harness.stop_for_budget(task_id, stop.spent)
+        restored = await self.harness.check_checkpoint_present(task_id)
+        if restored:
+            item = await self.harness.item(task_id, item_id)
+            return await self.harness.restart(task_id, item, attempt, restored)
+        await self.ledger.start_effect(key, task_id, item_id, attempt, "tool")
+        ws = self.harness.workspace(task_id)
+        tools = WorkspaceTools(
+            root=ws.root,
+            env=self.harness.command_env(task_id, item_id, attempt, key, ws.root),
+            output_bytes=self.config.tool_output_bytes,
+            max_timeout_s=self.config.bash_timeout_s,
+            pid_file=ws.command_pid_file,
+        )
+        outcome = await tools.call(name, tool_use.get("input") or {})
+        result = {"tool_use_id": tool_use["id"], **outcome.as_json()}
+        await self.ledger.complete_effect(
+            key,
+            task_id=task_id,
+            item_id=item_id,
+            attempt=attempt,
+            step="tool",
+            result=result,
+            charge=Charge(kind="tool", tool=name, actions=1),
+        )
         return {"outcome": "ok", "result": result}
 
     async def end_turn(self, task_id: str, item_id: str, attempt: int, note: str) -> JSON:

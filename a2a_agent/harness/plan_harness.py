@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from a2a_agent.budget import BudgetGuard, BudgetStop, Exhausted
 from a2a_agent.harness.commands import CommandResult, kill_leftovers, run_command
 from a2a_agent.harness.render import plan_document, progress_document
 from a2a_agent.harness.report import build_report
@@ -24,6 +25,7 @@ from persistence.ledger import Ledger
 from persistence.records import (
     JSON,
     TERMINAL_STATES,
+    Charge,
     Checkpoint,
     ItemChange,
     ItemRow,
@@ -32,6 +34,8 @@ from persistence.records import (
     TransitionRow,
 )
 from persistence.store import TaskStore
+
+COMMAND_STEPS = frozenset({"run", "verify"})
 
 
 def idempotency_key(task_id: str, item_id: str, attempt: int, step: str) -> str:
@@ -57,9 +61,12 @@ class HarnessConfig:
 
 
 class PlanHarness:
-    def __init__(self, store: TaskStore, ledger: Ledger, config: HarnessConfig) -> None:
+    def __init__(
+        self, store: TaskStore, ledger: Ledger, guard: BudgetGuard, config: HarnessConfig
+    ) -> None:
         self.store = store
         self.ledger = ledger
+        self.guard = guard
         self.config = config
 
     def workspace(self, task_id: str) -> Workspace:
@@ -92,8 +99,10 @@ class PlanHarness:
     async def record(self, task_id: str, record: StepRecord) -> str:
         """Record a step with the workspace's fingerprint; re-render the files; new state."""
         fingerprint = await self.workspace(task_id).fingerprint()
+        # A harness command is one step of the budget (it counts towards steps without progress).
+        charge = Charge(kind="command") if record.step in COMMAND_STEPS else record.charge
         outcome = await self.store.record_step(
-            task_id, dataclasses.replace(record, fingerprint=fingerprint)
+            task_id, dataclasses.replace(record, fingerprint=fingerprint, charge=charge)
         )
         await self._render(task_id)
         return outcome.task_state
@@ -264,7 +273,10 @@ class PlanHarness:
         timeout_s: int,
     ) -> CommandResult:
         key = idempotency_key(task_id, item.item_id, attempt, step)
-        effect = await self.ledger.start_effect(key, task_id, item.item_id, attempt, step)
+        effect = await self.ledger.get_effect(key)
+        if effect is None or effect.status != "completed":
+            await self.guard.check(task_id, exclude_key=key)  # raises BudgetStop
+            effect = await self.ledger.start_effect(key, task_id, item.item_id, attempt, step)
         if effect.status == "completed" and effect.result is not None:
             return CommandResult.from_json(effect.result["command"])
         ws = self.workspace(task_id)
@@ -275,6 +287,7 @@ class PlanHarness:
             env=env,
             timeout_s=timeout_s,
             tail_bytes=self.config.output_tail_bytes,
+            pid_file=ws.command_pid_file,
         )
 
     async def run_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
@@ -286,14 +299,17 @@ class PlanHarness:
         )
         if restored:
             return await self.restart(task_id, item, attempt, restored)
-        result = await self._command(
-            task_id,
-            item,
-            attempt,
-            step="run",
-            command=item.run,
-            timeout_s=self.config.command_timeout_s,
-        )
+        try:
+            result = await self._command(
+                task_id,
+                item,
+                attempt,
+                step="run",
+                command=item.run,
+                timeout_s=self.config.command_timeout_s,
+            )
+        except BudgetStop as stop:
+            return await self.stop_for_budget(task_id, stop.spent)
         state = await self.record(
             task_id,
             StepRecord(
@@ -321,14 +337,17 @@ class PlanHarness:
         restored = await self._check_workspace(task_id, key)
         if restored:
             return await self.restart(task_id, item, attempt, restored)
-        result = await self._command(
-            task_id,
-            item,
-            attempt,
-            step="verify",
-            command=item.verify_command,
-            timeout_s=item.verify_timeout_s,
-        )
+        try:
+            result = await self._command(
+                task_id,
+                item,
+                attempt,
+                step="verify",
+                command=item.verify_command,
+                timeout_s=item.verify_timeout_s,
+            )
+        except BudgetStop as stop:
+            return await self.stop_for_budget(task_id, stop.spent)
         evidence = _evidence(result)
         failures = item.failures + 1
         if result.passed:
@@ -392,7 +411,7 @@ class PlanHarness:
                         from_state="working", to_state="failed", reason=f"item {item_id} failed"
                     ),
                 ],
-                report=build_report(items, await self._files_changed(task_id)),
+                report=await self._report(task_id, items),
             )
         state = await self.record(task_id, record)
         if state in TERMINAL_STATES and state != "failed":
@@ -448,14 +467,40 @@ class PlanHarness:
             else Checkpoint(sha=sha, bundle=await ws.bundle_since(previous)),
         )
 
-    async def _files_changed(self, task_id: str) -> list[str]:
-        """Files the run changed since its start commit (committed work only)."""
-        return await self.workspace(task_id).files_changed_since_start()
+    async def _report(self, task_id: str, items: list[ItemRow] | None = None) -> JSON:
+        """The final report from the stored items, the commits and the budget ledger."""
+        return build_report(
+            items if items is not None else await self.store.get_items(task_id),
+            await self.workspace(task_id).files_changed_since_start(),
+            await self.guard.budgets.budget_status(task_id),
+        )
+
+    async def stop_for_budget(self, task_id: str, spent: Exhausted) -> JSON:
+        """A clean stop: the plan stays as it is, a final entry says where and why."""
+        await self.record(
+            task_id,
+            StepRecord(
+                effect_key=f"{task_id}:budget:stop",
+                step="budget_stop",
+                result={},
+                task_state="failed",
+                status_text=f"Stopped: {spent.reason}",
+                transitions=[Transition(to_state="failed", reason=f"stopped: {spent.reason}")],
+                report=await self._report(task_id),
+                metadata_patch={
+                    "failure": {
+                        "reason": "budget_exhausted",
+                        "dimension": spent.dimension,
+                        "used": spent.used,
+                        "limit": spent.limit,
+                    }
+                },
+            ),
+        )
+        return {"outcome": "stopped", "stopped": True, "attempt": 0}
 
     async def finish(self, task_id: str) -> JSON:
-        report = build_report(
-            await self.store.get_items(task_id), await self._files_changed(task_id)
-        )
+        report = await self._report(task_id)
         state = await self.record(
             task_id,
             StepRecord(
@@ -483,9 +528,7 @@ class PlanHarness:
                 task_state="failed",
                 status_text=f"Failed: {reason}",
                 transitions=[Transition(to_state="failed", reason=reason)],
-                report=build_report(
-                    await self.store.get_items(task_id), await self._files_changed(task_id)
-                ),
+                report=await self._report(task_id),
             ),
         )
         return {"state": state}

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from persistence.records import JSON, ItemRow
 
 
-def build_report(items: Sequence[ItemRow], files_changed: Sequence[str] = ()) -> JSON:
+def build_report(
+    items: Sequence[ItemRow], files_changed: Sequence[str] = (), budget: JSON | None = None
+) -> JSON:
     done = [i.item_id for i in items if i.status == "done"]
     failed = [i.item_id for i in items if i.status == "failed"]
     remaining = [i.item_id for i in items if i.status not in ("done", "failed")]
@@ -34,4 +36,5 @@ def build_report(items: Sequence[ItemRow], files_changed: Sequence[str] = ()) ->
         "checks_passed": checks,
         "remaining": remaining,
         "files_changed": list(files_changed),
+        "budget": {k: v for k, v in (budget or {}).items() if k not in ("limits", "alerts")},
     }
