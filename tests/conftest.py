@@ -19,6 +19,7 @@ from psycopg.conninfo import make_conninfo
 
 from a2a_agent.database import embedded_server_uri, sqlalchemy_url
 from persistence.migrate import migrate
+from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.processes import AgentProcess, StartAgent
 
 
@@ -112,3 +113,10 @@ def start_agent(database_url: str, home: Path) -> Iterator[StartAgent]:
     yield start
     for process in started:
         process.kill()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    """A fake Anthropic Messages API on loopback, scripted by the test."""
+    with FakeAnthropic() as server:
+        yield server

@@ -256,3 +256,39 @@ def test_without_a_key_text_tasks_and_model_items_are_rejected(
     task = send(process, message(plan_part(plan)))["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_REJECTED"
     assert "['b']" in task["status"]["message"]["parts"][0]["text"]
+
+
+BAD_BUDGETS: list[tuple[str, Any, str]] = [
+    ("above the cap", {"max_usd": 1_000_000}, "above this server's cap"),
+    ("negative", {"max_tokens": -5}, "more than 0"),
+    ("unknown field", {"max_money": 3}, "unknown field"),
+    ("actions not an object", {"max_actions": 5}, "max_actions must be an object"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "budget", "expected"), BAD_BUDGETS, ids=[c[0] for c in BAD_BUDGETS]
+)
+def test_bad_budgets_are_refused_and_nothing_is_stored(
+    server: tuple[AgentProcess, str], case: str, budget: Any, expected: str
+) -> None:
+    process, url = server
+    before = count_rows(url)
+    part = {"data": {"plan": {"goal": "g", "items": [GOOD_ITEM]}, "budget": budget}}
+    text = error_of(send(process, message(part)), INVALID_PARAMS)
+    assert expected in text, text
+    assert count_rows(url) == before
+
+
+def test_budget_only_in_the_first_message(server: tuple[AgentProcess, str]) -> None:
+    process, _ = server
+    body = send(
+        process,
+        message(
+            plan_part({"goal": "g", "items": [{"id": "a", "run": "sleep 5", "verify": "true"}]})
+        ),
+    )
+    task_id = body["result"]["task"]["id"]
+    follow_up = message({"data": {"budget": {"max_usd": 1}}}, task_id=task_id)
+    assert "first message" in error_of(send(process, follow_up), INVALID_PARAMS)
+    rpc(process, "CancelTask", {"id": task_id})

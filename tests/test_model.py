@@ -11,7 +11,6 @@ import subprocess
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from tests.support.a2a import a2a_client, plan_message, plan_of, report_of, send
 from tests.support.fake_anthropic import (
     FakeAnthropic,
     error_reply,
+    model_env,
     text_reply,
     tool_reply,
 )
@@ -31,16 +31,6 @@ from tests.support.processes import AgentProcess, StartAgent
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
 FAILED = TaskState.TASK_STATE_FAILED
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
-
-
-def model_env(fake: FakeAnthropic, **extra: str) -> dict[str, str]:
-    return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": fake.base_url, **extra}
 
 
 def text_message(text: str) -> Message:

@@ -420,3 +420,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def model_env(fake: FakeAnthropic, **extra: str) -> dict[str, str]:
+    """The environment that points an a2a-agent process at this fake."""
+    return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": fake.base_url, **extra}
