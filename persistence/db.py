@@ -23,11 +23,25 @@ def create_pool(conninfo: str, *, max_size: int = 10) -> Pool:
         min_size=min(2, max_size),
         max_size=max_size,
         open=False,
-        kwargs={"row_factory": dict_row},
-        check=AsyncConnectionPool.check_connection,
+        # Autocommit, so a read is one round trip; writes open their transaction explicitly.
+        # No check on checkout (it costs a round trip per request): a connection broken by a
+        # database restart fails one call, which is retried, and the pool replaces it.
+        kwargs={"row_factory": dict_row, "autocommit": True},
         reconnect_timeout=24 * 3600,
         timeout=10,
     )
+
+
+@asynccontextmanager
+async def read(pool: Pool, *, timeout_s: float | None = None) -> AsyncIterator[Conn]:
+    """A pooled connection for one read statement (autocommit: no BEGIN/COMMIT)."""
+    try:
+        async with pool.connection(timeout=timeout_s) as conn:
+            yield conn
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        raise StoreUnavailable(f"database unavailable: {str(exc).strip()}") from exc
+    except TimeoutError as exc:
+        raise StoreUnavailable("no database connection available") from exc
 
 
 @asynccontextmanager

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from psycopg.types.json import Jsonb
 
 from persistence.changes import apply_change, charge_step, insert_items
-from persistence.db import Conn, Pool, create_pool, transaction
+from persistence.db import Conn, Pool, create_pool, read, transaction
 from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.records import (
     JSON,
@@ -103,17 +103,21 @@ class PostgresTaskStore:
     def _tx(self) -> AbstractAsyncContextManager[Conn]:
         return transaction(self._pool)
 
+    def _read(self) -> AbstractAsyncContextManager[Conn]:
+        return read(self._pool)
+
     async def ping(self, timeout_s: float = 2.0) -> bool:
         """True if the database answers within `timeout_s` (readiness must not hang)."""
         try:
-            async with transaction(self._pool, timeout_s=timeout_s) as conn:
+            async with read(self._pool, timeout_s=timeout_s) as conn:
                 await conn.execute(q("ping"))
         except StoreUnavailable:
             return False
         return True
 
     async def create_task(self, new: NewTask) -> TaskRow:
-        async with self._tx() as conn:
+        # Pipeline mode: the dozen statements of a submission travel in one round trip.
+        async with self._tx() as conn, conn.pipeline():
             await conn.execute(
                 q("insert_task"),
                 {
@@ -155,7 +159,7 @@ class PostgresTaskStore:
         return _task(row)
 
     async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None:
-        async with self._tx() as conn:
+        async with self._read() as conn:
             if owner is None:
                 cur = await conn.execute(
                     q("get_task_any_owner"), {"task_id": task_id}, prepare=True
@@ -178,7 +182,7 @@ class PostgresTaskStore:
         cursor: str | None,
     ) -> TaskPage:
         cursor_at, cursor_id = decode_cursor(cursor) if cursor else (None, None)
-        async with self._tx() as conn:
+        async with self._read() as conn:
             cur = await conn.execute(
                 q("list_tasks"),
                 {
@@ -241,19 +245,19 @@ class PostgresTaskStore:
         return _task(row)
 
     async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]:
-        async with self._tx() as conn:
+        async with self._read() as conn:
             cur = await conn.execute(
                 q("events_after"), {"task_id": task_id, "after": after}, prepare=True
             )
             return [(r["seq"], r["body"]) for r in await cur.fetchall()]
 
     async def get_items(self, task_id: str) -> list[ItemRow]:
-        async with self._tx() as conn:
+        async with self._read() as conn:
             cur = await conn.execute(q("get_items"), {"task_id": task_id}, prepare=True)
             return [ItemRow(**r) for r in await cur.fetchall()]
 
     async def get_transitions(self, task_id: str) -> list[TransitionRow]:
-        async with self._tx() as conn:
+        async with self._read() as conn:
             cur = await conn.execute(q("get_transitions"), {"task_id": task_id})
             return [TransitionRow(**r) for r in await cur.fetchall()]
 
@@ -346,13 +350,13 @@ class PostgresTaskStore:
         )
 
     async def submitted_task_ids(self, older_than_s: float) -> list[str]:
-        async with self._tx() as conn:
+        async with self._read() as conn:
             cur = await conn.execute(q("submitted_tasks"), {"older_than_s": older_than_s})
             return [r["task_id"] for r in await cur.fetchall()]
 
     async def workspace_record(self, task_id: str) -> tuple[str | None, str | None]:
         """The workspace fingerprint after the last recorded step, and the last checkpoint."""
-        async with self._tx() as conn:
+        async with self._read() as conn:
             cur = await conn.execute(q("workspace_record"), {"task_id": task_id}, prepare=True)
             row = await cur.fetchone()
         if row is None:
@@ -360,7 +364,7 @@ class PostgresTaskStore:
         return row["workspace_fingerprint"], row["checkpoint_sha"]
 
     async def get_checkpoints(self, task_id: str) -> list[Checkpoint]:
-        async with self._tx() as conn:
+        async with self._read() as conn:
             cur = await conn.execute(q("get_checkpoints"), {"task_id": task_id})
             return [
                 Checkpoint(sha=r["sha"], bundle=bytes(r["bundle"])) for r in await cur.fetchall()
@@ -368,14 +372,14 @@ class PostgresTaskStore:
 
     async def stuck_tasks(self, stuck_after_s: float, max_age_s: float) -> list[tuple[str, str]]:
         """(task id, "no_progress" | "max_age") for runs that should be stopped."""
-        async with self._tx() as conn:
+        async with self._read() as conn:
             cur = await conn.execute(
                 q("stuck_tasks"), {"stuck_after_s": stuck_after_s, "max_age_s": max_age_s}
             )
             return [(r["task_id"], r["why"]) for r in await cur.fetchall()]
 
     async def task_goal(self, task_id: str) -> str | None:
-        async with self._tx() as conn:
+        async with self._read() as conn:
             cur = await conn.execute(q("task_goal"), {"task_id": task_id})
             row = await cur.fetchone()
         return str(row["goal"]) if row else None
