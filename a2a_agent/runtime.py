@@ -19,6 +19,7 @@ from a2a_agent.model.anthropic_adapter import AnthropicModel
 from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
 from persistence.budgets import PostgresBudgets
+from persistence.cache import TaskReadCache
 from persistence.errors import StoreError
 from persistence.ledger import PostgresLedger
 from persistence.migrate import current_version, latest_version, migrate
@@ -55,8 +56,10 @@ class Runtime:
         self.conninfo = conninfo
         self.role = role
         self.pool = PostgresTaskStore.create_pool(conninfo, max_size=settings.db_pool_max)
-        self.store = PostgresTaskStore(self.pool)
-        self.notifier = TaskNotifier(conninfo)
+        # GetTask reads from this cache; NOTIFY (via the notifier) keeps it honest.
+        self.read_cache = TaskReadCache()
+        self.store = PostgresTaskStore(self.pool, self.read_cache)
+        self.notifier = TaskNotifier(conninfo, self.read_cache)
         self.ledger = PostgresLedger(self.pool)
         self.budgets = PostgresBudgets(self.pool)
         self.guard = BudgetGuard(

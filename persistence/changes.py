@@ -27,6 +27,7 @@ async def charge_step(conn: Conn, task_id: str, key: str, charge: Charge) -> Non
         prepare=True,
     )
     await conn.execute(q("refresh_budget"), {"task_id": task_id}, prepare=True)
+    await conn.execute(q("notify_task"), {"task_id": task_id}, prepare=True)
 
 
 async def insert_items(conn: Conn, task_id: str, items: Sequence[NewItem]) -> None:

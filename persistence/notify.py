@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 
 import psycopg
 
+from persistence.cache import TaskReadCache
+
 log = logging.getLogger(__name__)
 CHANNEL = "a2a_task_events"
 
@@ -21,8 +23,9 @@ class TaskNotifier:
     wake on a timeout, so a dropped connection delays an event but never loses it.
     """
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, cache: TaskReadCache | None = None) -> None:
         self._conninfo = conninfo
+        self._cache = cache
         self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
@@ -31,6 +34,8 @@ class TaskNotifier:
         self._task = asyncio.create_task(self._listen(), name="task-notifier")
 
     async def stop(self) -> None:
+        if self._cache is not None:
+            self._cache.reset(enabled=False)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -51,13 +56,19 @@ class TaskNotifier:
                 ) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.connected.set()
+                    if self._cache is not None:
+                        self._cache.reset(enabled=True)
                     delay = 0.2
                     self._wake_all()  # anything committed while we were away
                     async for note in conn.notifies():
+                        if self._cache is not None:
+                            self._cache.invalidate(note.payload)
                         for event in self._waiters.get(note.payload, ()):
                             event.set()
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self.connected.clear()
+                if self._cache is not None:
+                    self._cache.reset(enabled=False)
                 log.warning("event listener lost its connection (%s); retrying", exc)
                 self._wake_all()
                 await asyncio.sleep(delay)

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from psycopg.types.json import Jsonb
 
+from persistence.cache import TaskReadCache
 from persistence.changes import apply_change, charge_step, insert_items
 from persistence.db import Conn, Pool, create_pool, read, transaction
 from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
@@ -93,8 +94,14 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 class PostgresTaskStore:
     """The one real TaskStore. Every public method is one transaction."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, cache: TaskReadCache | None = None) -> None:
         self._pool = pool
+        self._cache = cache
+
+    def _written(self, task_id: str) -> None:
+        # Our own writes drop the cached row at once; other processes' writes via NOTIFY.
+        if self._cache is not None:
+            self._cache.invalidate(task_id)
 
     @classmethod
     def create_pool(cls, conninfo: str, *, max_size: int = 10) -> Pool:
@@ -155,21 +162,30 @@ class PostgresTaskStore:
             )
             cur = await conn.execute(q("get_task_any_owner"), {"task_id": new.task_id})
             row = await cur.fetchone()
+        self._written(new.task_id)
         assert row is not None
         return _task(row)
 
     async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None:
-        async with self._read() as conn:
-            if owner is None:
+        cache = self._cache
+        cached = cache.get(task_id) if cache is not None else None
+        if cached is not None:
+            return cached if owner is None or cached.owner == owner else None
+        token = cache.begin_read(task_id) if cache is not None else (0, 0)
+        found: TaskRow | None = None
+        try:
+            async with self._read() as conn:
                 cur = await conn.execute(
                     q("get_task_any_owner"), {"task_id": task_id}, prepare=True
                 )
-            else:
-                cur = await conn.execute(
-                    q("get_task"), {"task_id": task_id, "owner": owner}, prepare=True
-                )
-            row = await cur.fetchone()
-        return _task(row) if row else None
+                row = await cur.fetchone()
+            found = _task(row) if row else None
+        finally:
+            if cache is not None:
+                cache.end_read(task_id, token, found)
+        if found is None or (owner is not None and found.owner != owner):
+            return None
+        return found
 
     async def list_tasks(
         self,
@@ -216,6 +232,7 @@ class PostgresTaskStore:
             await conn.execute(q("append_history"), {"task_id": task_id, "message": Jsonb(message)})
             cur = await conn.execute(q("get_task_any_owner"), {"task_id": task_id})
             row = await cur.fetchone()
+        self._written(task_id)
         assert row is not None
         return _task(row)
 
@@ -241,6 +258,7 @@ class PostgresTaskStore:
             )
             cur = await conn.execute(q("get_task_any_owner"), {"task_id": task_id})
             row = await cur.fetchone()
+        self._written(task_id)
         assert row is not None
         return _task(row)
 
@@ -331,6 +349,7 @@ class PostgresTaskStore:
             )
             await self._complete_effect(conn, task_id, record)
             new_state = record.task_state or locked["state"]
+        self._written(task_id)
         return StepOutcome(result=record.result, replayed=False, task_state=new_state)
 
     async def _complete_effect(self, conn: Conn, task_id: str, record: StepRecord) -> None:

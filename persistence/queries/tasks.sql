@@ -71,9 +71,13 @@ WHERE id = %(task_id)s
 UPDATE tasks SET report = %(report)s::jsonb WHERE id = %(task_id)s
 
 -- name: append_history
-UPDATE tasks
-SET history = history || jsonb_build_array(%(message)s::jsonb), updated_at = clock_timestamp()
-WHERE id = %(task_id)s
+WITH changed AS (
+    UPDATE tasks
+    SET history = history || jsonb_build_array(%(message)s::jsonb), updated_at = clock_timestamp()
+    WHERE id = %(task_id)s
+    RETURNING id
+)
+SELECT pg_notify('a2a_task_events', id) FROM changed
 
 -- name: update_item
 UPDATE items

@@ -1,0 +1,64 @@
+"""A per-process cache of task rows for GetTask, kept honest by NOTIFY.
+
+Every write to a task sends NOTIFY with its id (in the same transaction), and every process
+listens (`persistence.notify`); a notification drops the row here. While the listener is not
+connected the cache is off and empty, so a missed notification can never leave a stale row.
+A read that raced with a write (notification seen while the query ran) is not cached.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from persistence.records import TaskRow
+
+
+class TaskReadCache:
+    def __init__(self, max_rows: int = 10_000) -> None:
+        self._rows: OrderedDict[str, TaskRow] = OrderedDict()
+        self._gen: dict[str, int] = {}
+        self._readers: dict[str, int] = {}
+        self._max_rows = max_rows
+        self._epoch = 0
+        self.enabled = False
+
+    def get(self, task_id: str) -> TaskRow | None:
+        if not self.enabled:
+            return None
+        row = self._rows.get(task_id)
+        if row is not None:
+            self._rows.move_to_end(task_id)
+        return row
+
+    def begin_read(self, task_id: str) -> tuple[int, int]:
+        self._readers[task_id] = self._readers.get(task_id, 0) + 1
+        return self._epoch, self._gen.setdefault(task_id, 0)
+
+    def end_read(self, task_id: str, token: tuple[int, int], row: TaskRow | None) -> None:
+        fresh = token == (self._epoch, self._gen.get(task_id))
+        if self.enabled and fresh and row is not None:
+            self._rows[task_id] = row
+            self._rows.move_to_end(task_id)
+            while len(self._rows) > self._max_rows:
+                old, _ = self._rows.popitem(last=False)
+                if not self._readers.get(old):
+                    self._gen.pop(old, None)
+        readers = self._readers.get(task_id, 1) - 1
+        if readers:
+            self._readers[task_id] = readers
+        else:
+            self._readers.pop(task_id, None)
+            if task_id not in self._rows:
+                self._gen.pop(task_id, None)
+
+    def invalidate(self, task_id: str) -> None:
+        if task_id in self._gen:
+            self._gen[task_id] += 1
+        self._rows.pop(task_id, None)
+
+    def reset(self, *, enabled: bool) -> None:
+        """Forget everything (the listener (re)connected or dropped)."""
+        self._epoch += 1
+        self._rows.clear()
+        self._gen = {task_id: 0 for task_id in self._readers}
+        self.enabled = enabled
