@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC
 
 from a2a.server.context import ServerCallContext
@@ -58,6 +58,7 @@ from persistence.store import TaskStore
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
 FALLBACK_POLL_S = 5.0
+MAX_CONVERSIONS = 10_000
 
 
 def _owner(context: ServerCallContext) -> str:
@@ -71,6 +72,9 @@ class AgentRequestHandler(RequestHandler):
     engine: RunEngine
     notifier: TaskNotifier
     intake: Intake
+    _conversions: dict[tuple[str, int | None], tuple[TaskRow, Task]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     # ---- reads -------------------------------------------------------------------------
 
@@ -89,7 +93,21 @@ class AgentRequestHandler(RequestHandler):
         history = params.history_length if params.HasField("history_length") else None
         if history is not None and history < 0:
             raise InvalidParamsError("historyLength must be 0 or more")
-        return to_task(await self._load(params.id, _owner(context)), history)
+        return self._converted(await self._load(params.id, _owner(context)), history)
+
+    def _converted(self, row: TaskRow, history: int | None) -> Task:
+        """The Task for `row`, converted once per row object: the store's read cache hands out
+        the same row until the task changes, and polling callers ask for it again and again.
+        The SDK only serializes what we return, so sharing the object is safe."""
+        key = (row.task_id, history)
+        hit = self._conversions.get(key)
+        if hit is not None and hit[0] is row:
+            return hit[1]
+        task = to_task(row, history)
+        self._conversions[key] = (row, task)
+        if len(self._conversions) > MAX_CONVERSIONS:
+            self._conversions.pop(next(iter(self._conversions)))
+        return task
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
