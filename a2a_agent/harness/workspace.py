@@ -31,6 +31,15 @@ class Workspace:
             "GIT_TERMINAL_PROMPT": "0",
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.root),
+            # The identity travels with every call, so a repository whose `git init` was cut
+            # short by a crash (before any config was written) still commits.
+            "GIT_AUTHOR_NAME": "a2a-agent",
+            "GIT_AUTHOR_EMAIL": "a2a-agent@localhost",
+            "GIT_COMMITTER_NAME": "a2a-agent",
+            "GIT_COMMITTER_EMAIL": "a2a-agent@localhost",
+            # Never fall through to a repository above the workspace (the home may sit inside
+            # one) when the workspace's own is missing or broken.
+            "GIT_CEILING_DIRECTORIES": str(self.root.parent),
         }
         if index is not None:
             env["GIT_INDEX_FILE"] = index
@@ -64,10 +73,13 @@ class Workspace:
     async def ensure(self) -> None:
         """Create the repository if it does not exist yet (safe to call on every step)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        if not (self.root / ".git").exists():
+        git_dir = self.root / ".git"
+        if git_dir.exists() and await self._git("rev-parse", "--git-dir", check=False) == "":
+            # A `git init` killed half-way; nothing was committed in it yet (the checkpoint
+            # check rebuilds a repository that had commits), so start it again.
+            shutil.rmtree(git_dir)
+        if not git_dir.exists():
             await self._git("init", "-q", "-b", "main")
-            await self._git("config", "user.name", "a2a-agent")
-            await self._git("config", "user.email", "a2a-agent@localhost")
             await self._git("config", "commit.gpgsign", "false")
 
     def write_files(self, plan_json: str, progress_md: str) -> None:
