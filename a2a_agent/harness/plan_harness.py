@@ -475,60 +475,60 @@ class PlanHarness:
             await self.guard.budgets.budget_status(task_id),
         )
 
-    async def stop_for_budget(self, task_id: str, spent: Exhausted) -> JSON:
-        """A clean stop: the plan stays as it is, a final entry says where and why."""
-        await self.record(
+    async def _end(
+        self,
+        task_id: str,
+        *,
+        step: str,
+        state: str,
+        text: str,
+        reason: str,
+        metadata_patch: JSON | None = None,
+    ) -> str:
+        """End the run: the final state, its reason as the last progress entry, the report."""
+        return await self.record(
             task_id,
             StepRecord(
-                effect_key=f"{task_id}:budget:stop",
-                step="budget_stop",
+                effect_key=f"{task_id}:task:{step}",
+                step=step,
                 result={},
-                task_state="failed",
-                status_text=f"Stopped: {spent.reason}",
-                transitions=[Transition(to_state="failed", reason=f"stopped: {spent.reason}")],
+                task_state=state,
+                status_text=text,
+                transitions=[Transition(to_state=state, reason=reason)],
                 report=await self._report(task_id),
-                metadata_patch={
-                    "failure": {
-                        "reason": "budget_exhausted",
-                        "dimension": spent.dimension,
-                        "used": spent.used,
-                        "limit": spent.limit,
-                    }
-                },
+                metadata_patch=metadata_patch,
             ),
+        )
+
+    async def stop_for_budget(self, task_id: str, spent: Exhausted) -> JSON:
+        """A clean stop: the plan stays as it is, a final entry says where and why."""
+        await self._end(
+            task_id,
+            step="budget_stop",
+            state="failed",
+            text=f"Stopped: {spent.reason}",
+            reason=f"stopped: {spent.reason}",
+            metadata_patch={
+                "failure": {
+                    "reason": "budget_exhausted",
+                    "dimension": spent.dimension,
+                    "used": spent.used,
+                    "limit": spent.limit,
+                }
+            },
         )
         return {"outcome": "stopped", "stopped": True, "attempt": 0}
 
     async def finish(self, task_id: str) -> JSON:
-        report = await self._report(task_id)
-        state = await self.record(
-            task_id,
-            StepRecord(
-                effect_key=f"{task_id}:task:finish",
-                step="finish",
-                result={},
-                task_state="completed",
-                status_text=f"Completed: {report['summary']}",
-                transitions=[
-                    Transition(from_state="working", to_state="completed", reason=report["summary"])
-                ],
-                report=report,
-            ),
+        summary = build_report(await self.store.get_items(task_id))["summary"]
+        state = await self._end(
+            task_id, step="finish", state="completed", text=f"Completed: {summary}", reason=summary
         )
         return {"state": state}
 
     async def fail(self, task_id: str, reason: str) -> JSON:
         """End the run as failed when it cannot go on (its reason goes to the caller)."""
-        state = await self.record(
-            task_id,
-            StepRecord(
-                effect_key=f"{task_id}:task:fail",
-                step="fail",
-                result={},
-                task_state="failed",
-                status_text=f"Failed: {reason}",
-                transitions=[Transition(to_state="failed", reason=reason)],
-                report=await self._report(task_id),
-            ),
+        state = await self._end(
+            task_id, step="fail", state="failed", text=f"Failed: {reason}", reason=reason
         )
         return {"state": state}
