@@ -394,12 +394,14 @@ def failover(b: Bench, api: AgentProcess, rep: int, timeout_s: float) -> dict[st
     b.wait_done(task_id)
     took_over = log_time(survivor, f"worker {victim.executor_id} stopped heartbeating")
     survivor.stop()
+    last_beat = float(beat[0][0]) if beat else float("nan")
     return {
         "kill > resumed step started": resumed - killed,
         "  heartbeat timeout (setting)": timeout_s,
-        "  remainder": resumed - killed - timeout_s,
-        "victim's last heartbeat > kill": killed - (float(beat[0][0]) if beat else float("nan")),
-        "kill > takeover (survivor's log)": took_over - killed,
+        "  remainder (< 0 possible: timeout counts from last beat)": resumed - killed - timeout_s,
+        "victim's last heartbeat > kill": killed - last_beat,
+        "victim's last heartbeat > takeover (survivor's log)": took_over - last_beat,
+        "kill > takeover": took_over - killed,
         "takeover > resumed step": resumed - took_over,
     }
 
@@ -414,6 +416,9 @@ def run(b: Bench, args: argparse.Namespace) -> None:
     pg = b.rows("SELECT current_setting('server_version'), current_setting('synchronous_commit')")
     git = ["git", "-C", str(REPO), "describe", "--always", "--dirty"]
     head = subprocess.run(git, capture_output=True, text=True, check=False).stdout.strip()
+    git = ["git", "-C", str(REPO), "status", "--short", "--", "a2a_agent", "persistence"]
+    changed = subprocess.run(git, capture_output=True, text=True, check=False).stdout.split()
+    head += f" (uncommitted: {', '.join(changed[1::2])})" if changed else ""
     print(f"code {head}; database {b.name}: PostgreSQL {pg[0][0]}, synchronous_commit="
           f"{pg[0][1]}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     env = {**os.environ, "DATABASE_URL": b.url, "A2A_AGENT_HOME": str(b.home)}

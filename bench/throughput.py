@@ -358,8 +358,12 @@ class Bench:
             print(f"  {mine.server} {mine.operation}: {mine.rps:.1f} req/s,", end=" ")
             print(f"p99 {mine.p99_ms:.1f} ms (p99 <= {TARGET_P99_MS:.0f} ms: {ok})")
             for ref in (r for r in refs if r.operation == mine.operation.split(" (")[0]):
-                ratio = mine.rps / ref.rps
-                print(f"    vs {ref.server:<22} {ref.rps:8.1f} req/s   ours/ref = {ratio:5.2f}")
+                ratio, per_cpu = mine.rps / ref.rps, ref.server_ms_per_req / mine.server_ms_per_req
+                print(
+                    f"    vs {ref.server:<22} {ref.rps:8.1f} req/s   ours/ref = {ratio:5.2f}",
+                    end="",
+                )
+                print(f"   (by server CPU per request, robust to other load: {per_cpu:4.2f})")
         print("closed loop: p50 is about connections / (req/s), so p99 <= 60 ms at 50 connections")
         print("needs well over 833 req/s. Project figures for the reference (one core, wrk -c50):")
         print("GetTask 1371 (memory), 207 (SQLAlchemy Postgres); SendMessage 140 and 19.5.")

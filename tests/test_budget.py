@@ -179,30 +179,34 @@ async def test_alert_once_and_ledger_exact_across_a_kill(
     start_agent: StartAgent, fake: FakeAnthropic, database_url: str
 ) -> None:
     fake.add(
-        tool_reply("bash", {"command": "true"}),
-        tool_reply("bash", {"command": "true"}),
+        *[tool_reply("bash", {"command": "true"}) for _ in range(4)],
         tool_reply("bash", {"command": "sleep 2"}),
         tool_reply("bash", {"command": "touch done.txt"}),
         text_reply("done.txt exists."),
     )
     server = start_agent("serve", "budget-k", **model_env(fake))
     async with a2a_client(server.url) as client:
-        task = await send(client, budget_message([MODEL_ITEM], {"max_actions": {"*": 6}}))
+        task = await send(client, budget_message([MODEL_ITEM], {"max_actions": {"*": 8}}))
+    # 4 of 8 actions: the 50% alert is recorded before the fifth call; kill in its `sleep`.
     deadline = time.monotonic() + 30
-    while True:  # 3 of 6 actions: the 50% alert is recorded, then the process dies
+    while True:
         with psycopg.connect(database_url) as conn:
             alerts = conn.execute(
                 "SELECT count(*) FROM budget_alerts WHERE task_id = %s", (task.id,)
             ).fetchone()
-        if alerts and alerts[0]:
+            sleeping = conn.execute(
+                "SELECT count(*) FROM effects WHERE key = %s", (f"{task.id}:work:1:tool.4.0",)
+            ).fetchone()
+        if alerts and alerts[0] and sleeping and sleeping[0]:
             break
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
     server.kill()
     server = start_agent("serve", "budget-k", **model_env(fake))
     async with a2a_client(server.url) as client:
         done = await wait_for(client, task.id, timeout=60)
-    assert done.status.state == COMPLETED
+    assert done.status.state == COMPLETED, done.status.message
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
             "SELECT dimension, threshold FROM budget_alerts WHERE task_id = %s", (task.id,)
@@ -219,9 +223,9 @@ async def test_alert_once_and_ledger_exact_across_a_kill(
     spent = charges(database_url, task.id)
     assert spent["reservations"] == 0
     assert spent["model_tokens"] == spent["call_tokens"]  # every call charged exactly once
-    assert spent["actions"] == spent["tools"] == 4
-    assert spent["calls"] == fake.request_count == 5
-    assert budget_of(done)["actions"]["used"] == 4
+    assert spent["actions"] == spent["tools"] == 6  # the re-run tool call charged once
+    assert spent["calls"] == fake.request_count == 7  # no model call sent twice
+    assert budget_of(done)["actions"]["used"] == 6
 
 
 def test_caller_budgets_are_validated() -> None:
