@@ -3,6 +3,7 @@ database, and a code upgrade in the middle of a run."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -245,3 +246,30 @@ async def test_sigterm_drains_the_step_and_hands_over_at_once(
             "SELECT executor_id FROM dbos.workflow_status WHERE workflow_uuid = %s", (task.id,)
         ).fetchone()
     assert executor == ("drain-2",)
+
+
+async def test_a_slow_worker_that_comes_back_repeats_nothing_under_a_new_key(
+    start_agent: StartAgent, database_url: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    timeout = "3"
+    api = start_agent("serve", "api-s", "--no-worker", A2A_AGENT_HEARTBEAT_TIMEOUT_S=timeout)
+    slow = start_agent("worker", "slow", A2A_AGENT_HEARTBEAT_TIMEOUT_S=timeout)
+    async with a2a_client(api.url) as client:
+        task = await send(client, plan_message(ledger_items(3, ledger, 1.0)))
+        wait_effect_started(database_url, f"{task.id}:i1:1:run")
+        assert slow.proc is not None
+        os.killpg(slow.proc.pid, signal.SIGSTOP)  # frozen, not dead: a long GC pause, a VM stall
+        start_agent("worker", "fast", A2A_AGENT_HEARTBEAT_TIMEOUT_S=timeout)
+        finished = await wait_for(client, task.id, timeout=60)
+        os.killpg(slow.proc.pid, signal.SIGCONT)  # it wakes up and carries on where it was
+        await asyncio.sleep(4)
+        again = await wait_for(client, task.id, timeout=10)
+    assert finished.status.state == again.status.state == COMPLETED
+    keys = ledger.read_text().split()
+    counts = Counter(keys)
+    # Whatever ran twice ran under the key of the same step; no step got a second key.
+    assert set(counts) == {f"{task.id}:i{n}:1:run" for n in range(3)}
+    assert max(counts.values()) <= 2
+    assert_transitions_sound(database_url, task.id)
+    assert plan_of(again)["items"] == plan_of(finished)["items"]
