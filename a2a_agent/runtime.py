@@ -22,7 +22,7 @@ from persistence.budgets import PostgresBudgets
 from persistence.cache import TaskReadCache
 from persistence.errors import StoreError
 from persistence.ledger import PostgresLedger
-from persistence.migrate import current_version, latest_version, migrate
+from persistence.migrate import latest_version, migrate
 from persistence.notify import TaskNotifier
 from persistence.store import PostgresTaskStore
 from persistence.workers import WorkerIdentity, WorkerRegistry
@@ -154,7 +154,7 @@ class Runtime:
         schema_current = heartbeat_fresh = False
         if database:
             try:
-                schema_current = await current_version(self.conninfo) == latest_version()
+                schema_current = await self.store.schema_version() == latest_version()
                 heartbeat_fresh = await self.registry.is_fresh()
             except (OSError, psycopg.Error, StoreError):
                 database = False

@@ -402,3 +402,10 @@ class PostgresTaskStore:
             cur = await conn.execute(q("task_goal"), {"task_id": task_id})
             row = await cur.fetchone()
         return str(row["goal"]) if row else None
+
+    async def schema_version(self) -> int:
+        """The newest migration applied (readiness asks on every probe: a pooled read)."""
+        async with read(self._pool, timeout_s=2.0) as conn:
+            cur = await conn.execute(q("schema_version"), prepare=True)
+            row = await cur.fetchone()
+        return int(row["version"]) if row else 0

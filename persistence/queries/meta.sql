@@ -22,3 +22,6 @@ SELECT EXISTS (
 
 -- name: ping
 SELECT 1 AS ok
+
+-- name: schema_version
+SELECT coalesce(max(version), 0) AS version FROM schema_migrations
