@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from a2a_agent.budget import BudgetGuard, BudgetStop, Exhausted
-from a2a_agent.harness.commands import CommandResult, kill_leftovers, run_command
+from a2a_agent.harness.commands import CommandResult, run_command
+from a2a_agent.harness.integrity import check_workspace
 from a2a_agent.harness.render import plan_document, progress_document
 from a2a_agent.harness.report import build_report
 from a2a_agent.harness.workspace import Workspace
@@ -121,51 +122,15 @@ class PlanHarness:
         }
 
     async def check_checkpoint_present(self, task_id: str) -> str | None:
-        """Between recorded steps (the model's tool calls) the workspace changes on purpose;
-        only a lost one is restored. None if it is there, else why it was restored."""
-        _, checkpoint = await self.store.workspace_record(task_id)
-        ws = self.workspace(task_id)
-        ws.clear_stale_locks()
-        if checkpoint is None or await ws.has_commit(checkpoint):
-            return None
-        bundles = [c.bundle for c in await self.store.get_checkpoints(task_id)]
-        await ws.restore(checkpoint, bundles)
-        return (
-            "the workspace is missing or does not hold the last checkpoint; restored "
-            f"checkpoint {checkpoint[:12]}"
+        """Between the model's tool calls: restore only a lost workspace (see integrity)."""
+        return await check_workspace(
+            self.store, self.ledger, self.workspace(task_id), task_id, compare_tree=False
         )
 
     async def _check_workspace(self, task_id: str, key: str | None = None) -> str | None:
-        """None if the workspace is as the last step left it; else restore, and say why.
-
-        A step whose effect (`key`) already started was in flight at a crash: it changed the
-        workspace itself, so it re-runs on what it left, under the same key. Anything else
-        that differs (a lost disk, another machine, a hand edit) is restored from the last
-        checkpoint, and the item restarts as a new attempt.
-        """
-        recorded, checkpoint = await self.store.workspace_record(task_id)
-        ws = self.workspace(task_id)
-        kill_leftovers(ws.command_pid_file)
-        ws.clear_stale_locks()
-        if checkpoint is None:
-            return None
-        if await ws.has_commit(checkpoint):
-            if key is not None:
-                effect = await self.ledger.get_effect(key)
-                if effect is not None and effect.status == "started":
-                    return None
-            found = await ws.fingerprint()
-            if recorded is None or found == recorded:
-                return None
-            why = (
-                f"the workspace changed outside the run (tree {found[:12]}, expected "
-                f"{recorded[:12]})"
-            )
-        else:
-            why = "the workspace is missing or does not hold the last checkpoint"
-        bundles = [c.bundle for c in await self.store.get_checkpoints(task_id)]
-        await ws.restore(checkpoint, bundles)
-        return f"{why}; restored checkpoint {checkpoint[:12]}"
+        return await check_workspace(
+            self.store, self.ledger, self.workspace(task_id), task_id, key=key
+        )
 
     async def restart(self, task_id: str, item: ItemRow, attempt: int, why: str) -> JSON:
         state = await self.record(
