@@ -59,8 +59,12 @@ class DbosEngine:
                 "log_level": "WARNING",
                 # SQLAlchemy's pre-ping doubles the engine's round trips per step; a connection
                 # broken by a database restart fails one call instead, which DBOS retries.
-                "db_engine_kwargs": {"pool_pre_ping": False, "pool_size": 10,
-                                     "max_overflow": 0, "connect_args": {"connect_timeout": 10}},
+                "db_engine_kwargs": {
+                    "pool_pre_ping": False,
+                    "pool_size": 10,
+                    "max_overflow": 0,
+                    "connect_args": {"connect_timeout": 10},
+                },
             }
         )
         self._harness = harness
