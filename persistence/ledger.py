@@ -40,7 +40,6 @@ class Ledger(Protocol):
         model_call: ModelCall | None = None,
         charge: Charge | None = None,
     ) -> EffectRow: ...
-    async def model_usage(self, task_id: str) -> JSON: ...
 
 
 class PostgresLedger:
@@ -144,9 +143,3 @@ class PostgresLedger:
                     prepare=True,
                 )
         return EffectRow(key=key, status="completed", runs=row["runs"] if row else 1, result=result)
-
-    async def model_usage(self, task_id: str) -> JSON:
-        async with transaction(self._pool) as conn:
-            cur = await conn.execute(q("model_usage"), {"task_id": task_id})
-            row = await cur.fetchone()
-        return dict(row) if row else {}

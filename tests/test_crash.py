@@ -18,6 +18,7 @@ from a2a.types.a2a_pb2 import TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
 from tests.support.processes import REPO, AgentProcess, StartAgent
+from tests.support.waiting import wait_for_row
 from tests.test_restart import assert_transitions_sound, ledger_items, wait_items_done
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
@@ -25,13 +26,13 @@ pytestmark = pytest.mark.slow
 
 
 def wait_effect_started(database_url: str, key: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with psycopg.connect(database_url) as conn:
-            if conn.execute("SELECT 1 FROM effects WHERE key = %s", (key,)).fetchone():
-                return
-        time.sleep(0.02)
-    raise TimeoutError(key)
+    wait_for_row(
+        database_url,
+        "SELECT count(*) > 0 FROM effects WHERE key = %s",
+        (key,),
+        what=key,
+        timeout=timeout,
+    )
 
 
 async def test_kill9_resumes_in_flight_step_with_the_same_key(

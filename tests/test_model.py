@@ -28,6 +28,7 @@ from tests.support.fake_anthropic import (
     tool_reply,
 )
 from tests.support.processes import AgentProcess, StartAgent
+from tests.support.waiting import wait_for_row
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
 FAILED = TaskState.TASK_STATE_FAILED
@@ -151,14 +152,13 @@ async def test_claimed_success_does_not_mark_an_item_done(
 
 
 def wait_effect(database_url: str, key: str, status: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with psycopg.connect(database_url) as conn:
-            row = conn.execute("SELECT status FROM effects WHERE key = %s", (key,)).fetchone()
-        if row and row[0] == status:
-            return
-        time.sleep(0.02)
-    raise TimeoutError(key)
+    wait_for_row(
+        database_url,
+        "SELECT count(*) > 0 FROM effects WHERE key = %s AND status = %s",
+        (key, status),
+        what=f"{key} {status}",
+        timeout=timeout,
+    )
 
 
 @pytest.mark.slow

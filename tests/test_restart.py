@@ -12,6 +12,7 @@ from a2a.types.a2a_pb2 import TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
 from tests.support.processes import StartAgent
+from tests.support.waiting import wait_for_row
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
 
@@ -29,16 +30,13 @@ def ledger_items(count: int, ledger: Path, sleep_s: float) -> list[dict[str, obj
 
 
 def wait_items_done(database_url: str, task_id: str, count: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with psycopg.connect(database_url) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM items WHERE task_id = %s AND status = 'done'", (task_id,)
-            ).fetchone()
-        if row and row[0] >= count:
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"fewer than {count} items done")
+    wait_for_row(
+        database_url,
+        "SELECT count(*) >= %s FROM items WHERE task_id = %s AND status = 'done'",
+        (count, task_id),
+        what=f"fewer than {count} items done",
+        timeout=timeout,
+    )
 
 
 def assert_transitions_sound(database_url: str, task_id: str) -> None:

@@ -16,7 +16,7 @@ from a2a_agent.harness import prompts
 from a2a_agent.harness.plan_harness import PlanHarness, idempotency_key
 from a2a_agent.harness.tools import TOOL_SPECS, WorkspaceTools
 from a2a_agent.model import Model
-from a2a_agent.model.types import JSON, ModelRequest, ModelResponse
+from a2a_agent.model.types import JSON, ModelRequest
 from a2a_agent.plans import PlanLimits, parse_plan
 from persistence.errors import NotFound
 from persistence.records import (
@@ -252,7 +252,3 @@ class ModelWork:
             ),
         )
         return {"outcome": "stopped" if state in TERMINAL_STATES else "verify", "attempt": attempt}
-
-
-def response_of(data: JSON) -> ModelResponse:
-    return ModelResponse.from_json(data)

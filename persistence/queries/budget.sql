@@ -1,6 +1,3 @@
--- name: set_budget
-UPDATE tasks SET budget = %(budget)s::jsonb WHERE id = %(task_id)s
-
 -- name: reserve_charge
 INSERT INTO budget_charges (key, task_id, kind, tokens, usd)
 VALUES (%(key)s, %(task_id)s, 'reservation', %(tokens)s, %(usd)s)

@@ -9,12 +9,6 @@ INSERT INTO items (task_id, position, item_id, title, run, verify_command, verif
 VALUES (%(task_id)s, %(position)s, %(item_id)s, %(title)s, %(run)s, %(verify_command)s,
         %(verify_timeout_s)s, %(max_attempts)s)
 
--- name: get_task
-SELECT id AS task_id, owner, context_id, state, status_text, status_at, history, metadata, plan,
-       report, event_seq
-FROM tasks
-WHERE id = %(task_id)s AND owner = %(owner)s
-
 -- name: get_task_any_owner
 SELECT id AS task_id, owner, context_id, state, status_text, status_at, history, metadata, plan,
        report, event_seq
@@ -171,9 +165,6 @@ SELECT id AS task_id FROM tasks
 WHERE state = 'submitted' AND created_at < clock_timestamp() - make_interval(secs => %(older_than_s)s)
 ORDER BY created_at
 LIMIT 500
-
--- name: unfinished_tasks
-SELECT id AS task_id, state FROM tasks WHERE state IN ('submitted', 'working') ORDER BY created_at
 
 -- name: stuck_tasks
 -- Runs that finished no step for stuck_after_s, or that are older than max_age_s.
