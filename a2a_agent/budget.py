@@ -20,12 +20,6 @@ from persistence.budgets import Budgets
 
 NUMERIC_LIMITS = ("max_usd", "max_tokens", "max_wall_s", "max_steps_without_progress")
 LIMIT_KEYS = frozenset({*NUMERIC_LIMITS, "max_actions"})
-DIMENSION_OF = {
-    "max_usd": "usd",
-    "max_tokens": "tokens",
-    "max_wall_s": "wall_s",
-    "max_steps_without_progress": "steps_without_progress",
-}
 ALERT_PCT = 50
 
 DEFAULT_LIMITS: dict[str, Any] = {
@@ -202,6 +196,16 @@ def exhausted(
     return None
 
 
+@dataclass(frozen=True)
+class Spend:
+    """What a step may spend, checked before it runs: a model call's maximum cost, or one
+    action of a tool."""
+
+    tokens: float = 0
+    usd: float = 0
+    tool: str | None = None
+
+
 class BudgetStop(AgentError):
     """A step may not run: the run's budget is exhausted in one dimension."""
 
@@ -228,18 +232,9 @@ class BudgetGuard:
         self.pause_pct = pause_pct
         self.prices = prices
 
-    async def check(
-        self,
-        task_id: str,
-        *,
-        exclude_key: str = "",
-        tokens: float = 0,
-        usd: float = 0,
-        tool: str | None = None,
-    ) -> None:
-        """Record new threshold crossings (once each); raise BudgetStop if the step may not
-        run. `tokens`/`usd` are the step's reservation, `tool` its action."""
-        status = await self.budgets.budget_status(task_id, exclude_key)
+    async def check(self, task_id: str, status: Mapping[str, Any], spend: Spend) -> None:
+        """Record new threshold crossings in `status` (once each); raise BudgetStop if a step
+        spending `spend` may not run."""
         seen = set(status.get("alerts") or [])
         new = [
             c
@@ -250,7 +245,7 @@ class BudgetGuard:
             await self.budgets.record_alerts(
                 task_id, [(c.dimension, c.threshold, alert_text(c, self.pause_pct)) for c in new]
             )
-        spent = exhausted(status, tokens=tokens, usd=usd, tool=tool)
+        spent = exhausted(status, tokens=spend.tokens, usd=spend.usd, tool=spend.tool)
         if spent is not None:
             raise BudgetStop(spent)
 

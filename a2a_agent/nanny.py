@@ -2,8 +2,9 @@
 
 The parent imports everything once and then only waits, so a child killed with SIGKILL (or
 by the OOM killer) is replaced within milliseconds instead of a cold interpreter start, and
-the new child resumes the dead one's runs under the same executor id. A child that exits on
-its own (a clean stop, a configuration error) ends the parent too.
+the new child resumes the dead one's runs under the same executor id. So is a child that
+exits with EXIT_RESTART (a background task of it died, see `a2a_agent.watched`). A child that
+exits otherwise (a clean stop, a configuration error) ends the parent too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from types import FrameType
+
+from a2a_agent.watched import EXIT_RESTART
 
 log = logging.getLogger(__name__)
 CRASH_LOOP_WINDOW_S = 10.0
@@ -57,13 +60,18 @@ def supervise(run_child: Callable[[], int]) -> int:
                     sys.stderr.flush()
                     os._exit(code)
             _, status = os.waitpid(child, 0)
-            if os.WIFEXITED(status) or stopping:
-                return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
-            signum = os.WTERMSIG(status)
+            exited = os.WIFEXITED(status)
+            if stopping or (exited and os.WEXITSTATUS(status) != EXIT_RESTART):
+                return os.WEXITSTATUS(status) if exited else 0
             restarts.append(time.monotonic())
-            log.error(
-                "worker process %d was killed by signal %d; starting a new one", child, signum
-            )
+            if exited:
+                log.error("worker process %d asked to be replaced; starting a new one", child)
+            else:
+                log.error(
+                    "worker process %d was killed by signal %d; starting a new one",
+                    child,
+                    os.WTERMSIG(status),
+                )
             if (
                 len(restarts) == CRASH_LOOP_RESTARTS
                 and restarts[-1] - restarts[0] < CRASH_LOOP_WINDOW_S

@@ -8,23 +8,29 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
 
-import psycopg
-
 from a2a_agent.budget import BudgetGuard
 from a2a_agent.database import sqlalchemy_url
 from a2a_agent.engine.dbos_engine import DbosEngine
+from a2a_agent.harness.context import HarnessConfig, StepContext
+from a2a_agent.harness.effects import Effects
+from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.model_work import ModelConfig, ModelWork
-from a2a_agent.harness.plan_harness import HarnessConfig, PlanHarness
+from a2a_agent.harness.plan_harness import PlanHarness
 from a2a_agent.model.anthropic_adapter import AnthropicModel
 from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
+from a2a_agent.watched import FaultPoint, watch
 from persistence.budgets import PostgresBudgets
 from persistence.cache import TaskReadCache
+from persistence.db import create_pool
 from persistence.errors import StoreError
+from persistence.health import DatabaseHealth
 from persistence.ledger import PostgresLedger
 from persistence.migrate import latest_version, migrate
 from persistence.notify import TaskNotifier
-from persistence.store import PostgresTaskStore
+from persistence.runs import PostgresRunStore
+from persistence.tasks import PostgresTaskStore
+from persistence.watch import PostgresWatchdogStore
 from persistence.workers import WorkerIdentity, WorkerRegistry
 
 
@@ -55,18 +61,22 @@ class Runtime:
         self.settings = settings
         self.conninfo = conninfo
         self.role = role
-        self.pool = PostgresTaskStore.create_pool(conninfo, max_size=settings.db_pool_max)
+        self.pool = create_pool(conninfo, max_size=settings.db_pool_max)
         # GetTask reads from this cache; NOTIFY (via the notifier) keeps it honest.
         self.read_cache = TaskReadCache()
         self.store = PostgresTaskStore(self.pool, self.read_cache)
-        self.notifier = TaskNotifier(conninfo, self.read_cache)
+        self.runs = PostgresRunStore(self.pool, self.read_cache)
+        self.database = DatabaseHealth(self.pool)
+        self.notifier = TaskNotifier(
+            conninfo, self.read_cache, tick=FaultPoint(settings.fault_file, "notifier")
+        )
         self.ledger = PostgresLedger(self.pool)
         self.budgets = PostgresBudgets(self.pool)
         self.guard = BudgetGuard(
             self.budgets, pause_pct=settings.budget_pause_pct, prices=settings.prices
         )
-        self.harness = PlanHarness(
-            self.store,
+        self.context = StepContext(
+            self.runs,
             self.ledger,
             self.guard,
             HarnessConfig(
@@ -77,6 +87,9 @@ class Runtime:
                 executor_id=settings.executor_id,
             ),
         )
+        endings = RunEndings(self.context)
+        effects = Effects(self.context, endings)
+        self.harness = PlanHarness(self.context, effects, endings)
         self.registry = WorkerRegistry(
             self.pool,
             WorkerIdentity(
@@ -99,7 +112,8 @@ class Runtime:
             else None
         )
         self.work = ModelWork(
-            self.harness,
+            self.context,
+            effects,
             self.model,
             ModelConfig(
                 max_tokens=settings.model_max_tokens,
@@ -112,7 +126,7 @@ class Runtime:
             ),
         )
         self.engine = DbosEngine(
-            store=self.store,
+            store=PostgresWatchdogStore(self.pool),
             harness=self.harness,
             work=self.work,
             registry=self.registry,
@@ -125,6 +139,7 @@ class Runtime:
             shutdown_grace_s=settings.shutdown_grace_s,
             stuck_after_s=settings.stuck_after_s,
             max_run_age_s=settings.max_run_age_s,
+            fault=FaultPoint(settings.fault_file, "supervisor"),
         )
         self._stack = AsyncExitStack()
 
@@ -133,7 +148,7 @@ class Runtime:
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         await self.pool.open(wait=True, timeout=30)
         self._stack.push_async_callback(self.pool.close)
-        await self.notifier.start()
+        watch(await self.notifier.start(), "the event listener (LISTEN, cache invalidation)")
         self._stack.push_async_callback(self.notifier.stop)
         if self.model is not None:
             self._stack.push_async_callback(self.model.close)
@@ -150,13 +165,13 @@ class Runtime:
         await self._stack.aclose()
 
     async def health(self) -> Health:
-        database = await self.store.ping()
+        database = await self.database.ping()
         schema_current = heartbeat_fresh = False
         if database:
             try:
-                schema_current = await self.store.schema_version() == latest_version()
+                schema_current = await self.database.schema_version() == latest_version()
                 heartbeat_fresh = await self.registry.is_fresh()
-            except (OSError, psycopg.Error, StoreError):
+            except StoreError:
                 database = False
         return Health(
             database=database, schema_current=schema_current, heartbeat_fresh=heartbeat_fresh

@@ -19,7 +19,7 @@ from a2a_agent.budget import (
     parse_prices,
 )
 from a2a_agent.errors import ConfigError, PlanError
-from a2a_agent.model.anthropic_adapter import DEFAULT_MODEL
+from a2a_agent.model import DEFAULT_MODEL
 
 # Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
 # cannot express; every in-flight run is recovered only by a process with the same version.
@@ -112,6 +112,7 @@ class Settings:
     budget_caps: Mapping[str, Any] = field(default_factory=lambda: dict(HARD_CAPS))
     prices: Mapping[str, Prices] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     budget_pause_pct: int = 80
+    fault_file: Path | None = None
 
     @property
     def workspaces(self) -> Path:
@@ -170,4 +171,7 @@ class Settings:
             budget_caps=caps,
             prices=parse_prices(env.get("A2A_AGENT_PRICES")),
             budget_pause_pct=_int(env, "A2A_AGENT_BUDGET_PAUSE_PCT", 80, minimum=51),
+            fault_file=Path(env["A2A_AGENT_FAULT_FILE"])
+            if env.get("A2A_AGENT_FAULT_FILE")
+            else None,
         )

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from psycopg.types.json import Jsonb
-
 from persistence.changes import apply_change
-from persistence.db import Pool, transaction
+from persistence.db import Pool, read, transaction
 from persistence.records import JSON, TERMINAL_STATES
+from persistence.safe import jsonb
 from persistence.sql import q
 
 
@@ -26,7 +25,7 @@ class PostgresBudgets:
 
     async def budget_status(self, task_id: str, exclude_key: str = "") -> JSON:
         """Used and limit per budget dimension, from the charges (see budget_status())."""
-        async with transaction(self._pool) as conn:
+        async with read(self._pool) as conn:
             cur = await conn.execute(
                 q("budget_status"),
                 {"task_id": task_id, "exclude_key": exclude_key},
@@ -58,7 +57,7 @@ class PostgresBudgets:
             if new:
                 alerts = [{"dimension": d, "threshold_pct": t} for d, t in new]
                 await conn.execute(
-                    q("append_alerts"), {"task_id": task_id, "alerts": Jsonb(alerts)}
+                    q("append_alerts"), {"task_id": task_id, "alerts": jsonb(alerts)}
                 )
                 await apply_change(
                     conn,

@@ -1,13 +1,15 @@
-"""Writes shared by the store's transactions: items, transitions, status, events, charges."""
+"""Writes shared by the store's transactions: items, transitions, status, events, charges.
+
+Each function only issues statements, so callers may run them inside a pipeline.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from psycopg.types.json import Jsonb
-
 from persistence.db import Conn
 from persistence.records import JSON, Charge, NewItem, Transition
+from persistence.safe import jsonb, safe_optional, safe_text
 from persistence.sql import q
 
 
@@ -27,7 +29,6 @@ async def charge_step(conn: Conn, task_id: str, key: str, charge: Charge) -> Non
         prepare=True,
     )
     await conn.execute(q("refresh_budget"), {"task_id": task_id}, prepare=True)
-    await conn.execute(q("notify_task"), {"task_id": task_id}, prepare=True)
 
 
 async def insert_items(conn: Conn, task_id: str, items: Sequence[NewItem]) -> None:
@@ -60,7 +61,10 @@ async def apply_change(
     items_changed: bool,
     report: JSON | None = None,
 ) -> None:
-    """Write transitions, the task's new status, its derived summary and its events."""
+    """Write transitions, the task's new status, its derived summary, its events, and the
+    NOTIFY that wakes streams and drops cached rows. `seq`/`event_seq` are the task's
+    counters as locked; each is advanced by what is written, so there is never a gap."""
+    first_event_seq = event_seq
     for t in transitions:
         seq += 1
         await conn.execute(
@@ -72,7 +76,8 @@ async def apply_change(
                 "attempt": t.attempt,
                 "from_state": t.from_state,
                 "to_state": t.to_state,
-                "reason": t.reason,
+                "reason": safe_text(t.reason),
+                "at": t.at,
             },
             prepare=True,
         )
@@ -82,7 +87,7 @@ async def apply_change(
             {
                 "task_id": task_id,
                 "state": task_state,
-                "status_text": status_text,
+                "status_text": safe_optional(status_text),
                 "transition_seq": seq,
             },
             prepare=True,
@@ -92,7 +97,7 @@ async def apply_change(
             q("set_transition_seq"), {"task_id": task_id, "transition_seq": seq}, prepare=True
         )
     if report is not None:
-        await conn.execute(q("set_report"), {"task_id": task_id, "report": Jsonb(report)})
+        await conn.execute(q("set_report"), {"task_id": task_id, "report": jsonb(report)})
     if items_changed:
         await conn.execute(q("refresh_summary"), {"task_id": task_id}, prepare=True)
         event_seq += 1
@@ -111,7 +116,8 @@ async def apply_change(
         await conn.execute(
             q("insert_status_event"), {"task_id": task_id, "seq": event_seq}, prepare=True
         )
-    await conn.execute(
-        q("set_event_seq"), {"task_id": task_id, "event_seq": event_seq}, prepare=True
-    )
+    if event_seq != first_event_seq:
+        await conn.execute(
+            q("set_event_seq"), {"task_id": task_id, "event_seq": event_seq}, prepare=True
+        )
     await conn.execute(q("notify_task"), {"task_id": task_id}, prepare=True)

@@ -1,10 +1,10 @@
-"""The error root of the persistence package; psycopg errors are translated here."""
+"""The error root of the persistence package; psycopg errors are translated in `db.py`."""
 
 from __future__ import annotations
 
 
 class StoreError(Exception):
-    """Root of every error the store raises."""
+    """Root of every error the store raises. Messages are ours, never the driver's."""
 
 
 class StoreUnavailable(StoreError):
@@ -17,6 +17,10 @@ class NotFound(StoreError):
 
 class Conflict(StoreError):
     """The write would break a rule the database enforces (a duplicate, a stale state)."""
+
+
+class InvalidData(StoreError):
+    """The database refused a value (malformed, or larger than a column takes)."""
 
 
 class SchemaOutdated(StoreError):

@@ -9,6 +9,7 @@ from typing import LiteralString
 
 import psycopg
 
+from persistence.db import translated
 from persistence.errors import SchemaOutdated, StoreError
 from persistence.sql import q
 
@@ -49,6 +50,11 @@ def _read_sql(text: str) -> LiteralString:
 
 
 async def migrate(conninfo: str, *, step_by_step: bool = False) -> list[int]:
+    with translated("migrating the schema"):
+        return await _migrate(conninfo, step_by_step=step_by_step)
+
+
+async def _migrate(conninfo: str, *, step_by_step: bool) -> list[int]:
     """Bring the database to the latest version; returns the versions applied now.
 
     A database without our tables gets `schema.sql` in one go (unless `step_by_step`), and
@@ -92,6 +98,11 @@ async def migrate(conninfo: str, *, step_by_step: bool = False) -> list[int]:
 
 
 async def current_version(conninfo: str) -> int:
+    with translated("reading the schema version"):
+        return await _current_version(conninfo)
+
+
+async def _current_version(conninfo: str) -> int:
     async with await psycopg.AsyncConnection.connect(conninfo) as conn:
         await conn.execute(q("create_version_table"))
         cur = await conn.execute(q("applied_versions"))

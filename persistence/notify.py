@@ -6,41 +6,53 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import psycopg
+from psycopg import sql
 
 from persistence.cache import TaskReadCache
 
 log = logging.getLogger(__name__)
 CHANNEL = "a2a_task_events"
+LISTEN = sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL))
+TICK_S = 1.0
 
 
 class TaskNotifier:
     """Waiters register per task id; a NOTIFY on commit wakes them to read new event rows.
 
     Notifications are only a hint: readers always re-read the events table, and they also
-    wake on a timeout, so a dropped connection delays an event but never loses it.
+    wake on a timeout, so a dropped connection delays an event but never loses it. Any
+    database error is a lost connection here (it reconnects); any other error ends the
+    listening task, which the runtime watches (`a2a_agent.watched`).
     """
 
-    def __init__(self, conninfo: str, cache: TaskReadCache | None = None) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        cache: TaskReadCache | None = None,
+        *,
+        tick: Callable[[], None] = lambda: None,
+    ) -> None:
         self._conninfo = conninfo
         self._cache = cache
+        self._tick = tick
         self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
-        self._task: asyncio.Task[None] | None = None
-        self.connected = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._listen(), name="task-notifier")
+    async def start(self) -> asyncio.Task[None]:
+        self.task = asyncio.create_task(self._listen(), name="task-notifier")
+        return self.task
 
     async def stop(self) -> None:
         if self._cache is not None:
             self._cache.reset(enabled=False)
-        if self._task is not None:
-            self._task.cancel()
+        if self.task is not None:
+            self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await self.task
+            self.task = None
 
     def _wake_all(self) -> None:
         for waiters in self._waiters.values():
@@ -54,19 +66,19 @@ class TaskNotifier:
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True
                 ) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
-                    self.connected.set()
+                    await conn.execute(LISTEN)
                     if self._cache is not None:
                         self._cache.reset(enabled=True)
                     delay = 0.2
                     self._wake_all()  # anything committed while we were away
-                    async for note in conn.notifies():
-                        if self._cache is not None:
-                            self._cache.invalidate(note.payload)
-                        for event in self._waiters.get(note.payload, ()):
-                            event.set()
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                self.connected.clear()
+                    while True:
+                        async for note in conn.notifies(timeout=TICK_S):
+                            if self._cache is not None:
+                                self._cache.invalidate(note.payload)
+                            for event in self._waiters.get(note.payload, ()):
+                                event.set()
+                        self._tick()
+            except psycopg.Error as exc:
                 if self._cache is not None:
                     self._cache.reset(enabled=False)
                 log.warning("event listener lost its connection (%s); retrying", exc)

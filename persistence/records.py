@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from persistence.errors import NotFound
+
 JSON = dict[str, Any]
 
 TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "rejected"})
-INTERRUPTED_STATES = frozenset({"input_required", "auth_required"})
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,15 @@ class TransitionRow:
 
 @dataclass(frozen=True)
 class Transition:
+    """A state change to record. `at` is the harness's clock when it rendered the change into
+    the workspace's files before recording it (so files and rows agree); else the database's."""
+
     to_state: str
     reason: str
     item_id: str | None = None
     attempt: int | None = None
     from_state: str | None = None
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -120,11 +125,23 @@ class Charge:
 
 
 @dataclass(frozen=True)
+class EffectStart:
+    """The effect the run will perform next, marked `started` (with no run counted yet) in
+    the transaction of the step before it, so marking it costs no commit of its own."""
+
+    key: str
+    step: str
+    item_id: str | None
+    attempt: int | None
+
+
+@dataclass(frozen=True)
 class StepRecord:
     """Everything one checkpointed step changes, written in one transaction.
 
     `effect_key` makes the write idempotent: a step that re-runs after a crash finds its
-    effect completed and gets the stored result back instead of writing twice.
+    effect completed and gets the stored result back instead of writing twice. `runs` is how
+    many times the effect ran under that key (more than 1 after a crash re-run).
     """
 
     effect_key: str
@@ -140,13 +157,66 @@ class StepRecord:
     new_items: list[NewItem] = field(default_factory=list)
     charge: Charge | None = None
     metadata_patch: JSON | None = None
+    model_call: ModelCall | None = None
+    runs: int = 1
+    item_id: str | None = None
+    attempt: int | None = None
+    then: EffectStart | None = None
+
+    @property
+    def effect_item_id(self) -> str | None:
+        if self.item_id is not None or self.item is None:
+            return self.item_id
+        return self.item.item_id
+
+    @property
+    def effect_attempt(self) -> int | None:
+        if self.attempt is not None or self.item is None:
+            return self.attempt
+        return self.item.attempts
+
+    @property
+    def changes_files(self) -> bool:
+        """Whether plan.json / progress.md must be rendered again after this record."""
+        return bool(self.transitions or self.item or self.new_items)
 
 
 @dataclass(frozen=True)
 class StepOutcome:
+    """What recording a step gives back: enough to render the files without reading again.
+
+    `items` are all the task's items after the step, `transitions` the ones it wrote (empty
+    when replayed: the caller reloads them if it needs them)."""
+
     result: JSON
     replayed: bool
     task_state: str
+    items: list[ItemRow] = field(default_factory=list)
+    transitions: list[TransitionRow] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What a step reads as it starts, in one round trip."""
+
+    task_id: str
+    state: str
+    goal: str
+    items: list[ItemRow]
+    fingerprint: str | None
+    checkpoint_sha: str | None
+    effect: EffectRow | None = None
+    budget: JSON | None = None
+
+    def item(self, item_id: str) -> ItemRow:
+        for item in self.items:
+            if item.item_id == item_id:
+                return item
+        raise NotFound(f"item {item_id!r} is not in the plan")
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ import pytest
 from a2a.types.a2a_pb2 import TaskState
 from psycopg.conninfo import make_conninfo
 
-from a2a_agent.database import embedded_server_uri, ensure_database
+from a2a_agent.database import embedded_server_uri
+from persistence.admin import ensure_database
 from tests.support.a2a import a2a_client, plan_message, plan_of, send, wait_for
 from tests.support.processes import AgentProcess
 from tests.test_restart import assert_transitions_sound, ledger_items, wait_items_done

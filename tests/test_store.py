@@ -7,20 +7,32 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from persistence.db import Pool, create_pool
 from persistence.errors import Conflict, NotFound, StoreError
 from persistence.ledger import PostgresLedger
 from persistence.records import ItemChange, NewItem, NewTask, StepRecord, Transition
-from persistence.store import PostgresTaskStore
+from persistence.runs import PostgresRunStore
+from persistence.tasks import PostgresTaskStore
 
 
 @pytest.fixture
-async def store(database_url: str) -> AsyncIterator[PostgresTaskStore]:
-    pool = PostgresTaskStore.create_pool(database_url, max_size=4)
+async def pool(database_url: str) -> AsyncIterator[Pool]:
+    pool = create_pool(database_url, max_size=4)
     await pool.open(wait=True)
     try:
-        yield PostgresTaskStore(pool)
+        yield pool
     finally:
         await pool.close()
+
+
+@pytest.fixture
+def store(pool: Pool) -> PostgresTaskStore:
+    return PostgresTaskStore(pool)
+
+
+@pytest.fixture
+def runs(pool: Pool) -> PostgresRunStore:
+    return PostgresRunStore(pool)
 
 
 def new_task(owner: str = "", context_id: str = "ctx", items: int = 2) -> NewTask:
@@ -44,18 +56,22 @@ def new_task(owner: str = "", context_id: str = "ctx", items: int = 2) -> NewTas
     )
 
 
-async def test_create_writes_task_items_transition_and_event(store: PostgresTaskStore) -> None:
+async def test_create_writes_task_items_transition_and_event(
+    store: PostgresTaskStore, runs: PostgresRunStore
+) -> None:
     row = await store.create_task(new_task())
     assert row.state == "submitted" and row.event_seq == 2  # plan artifact + status
     assert row.plan is not None and [i["status"] for i in row.plan["items"]] == ["pending"] * 2
     assert row.metadata["progress"]["items_total"] == 2
-    transitions = await store.get_transitions(row.task_id)
+    transitions = await runs.transitions(row.task_id)
     assert [(t.seq, t.to_state) for t in transitions] == [(1, "submitted")]
     events = await store.events_after(row.task_id, 0)
     assert [body["kind"] for _, body in events] == ["artifact", "status"]
 
 
-async def test_record_step_is_written_once_per_effect_key(store: PostgresTaskStore) -> None:
+async def test_record_step_is_written_once_per_effect_key(
+    store: PostgresTaskStore, runs: PostgresRunStore
+) -> None:
     row = await store.create_task(new_task())
     record = StepRecord(
         effect_key=f"{row.task_id}:i0:1:begin",
@@ -74,36 +90,38 @@ async def test_record_step_is_written_once_per_effect_key(store: PostgresTaskSto
             ),
         ],
     )
-    first = await store.record_step(row.task_id, record)
-    again = await store.record_step(row.task_id, record)
+    first = await runs.record_step(row.task_id, record)
+    again = await runs.record_step(row.task_id, record)
     assert not first.replayed and again.replayed and again.result == {"n": 1}
-    transitions = await store.get_transitions(row.task_id)
+    transitions = await runs.transitions(row.task_id)
     assert [t.seq for t in transitions] == [1, 2, 3]
     task = await store.get_task(row.task_id, "")
     assert task is not None and task.state == "working"
     assert task.metadata["progress"]["current_item"] == "i0"
 
 
-async def test_started_effect_keeps_its_key_and_counts_runs(store: PostgresTaskStore) -> None:
+async def test_started_effect_keeps_its_key_and_counts_runs(
+    store: PostgresTaskStore, runs: PostgresRunStore, pool: Pool
+) -> None:
     row = await store.create_task(new_task())
-    ledger = PostgresLedger(store._pool)
+    ledger = PostgresLedger(pool)
     key = f"{row.task_id}:i0:1:run"
     assert (await ledger.start_effect(key, row.task_id, "i0", 1, "run")).runs == 1
     assert (await ledger.start_effect(key, row.task_id, "i0", 1, "run")).runs == 2
-    await store.record_step(row.task_id, StepRecord(effect_key=key, step="run", result={"x": 1}))
+    await runs.record_step(row.task_id, StepRecord(effect_key=key, step="run", result={"x": 1}))
     done = await ledger.start_effect(key, row.task_id, "i0", 1, "run")
     assert done.status == "completed" and done.runs == 2 and done.result == {"x": 1}
 
 
 async def test_cancel_is_final_and_steps_after_it_change_nothing(
-    store: PostgresTaskStore,
+    store: PostgresTaskStore, runs: PostgresRunStore
 ) -> None:
     row = await store.create_task(new_task())
     canceled = await store.cancel_task(row.task_id, "", "stop")
     assert canceled.state == "canceled"
     with pytest.raises(Conflict, match="already canceled"):
         await store.cancel_task(row.task_id, "", "stop")
-    outcome = await store.record_step(
+    outcome = await runs.record_step(
         row.task_id,
         StepRecord(
             effect_key="late",
@@ -117,7 +135,7 @@ async def test_cancel_is_final_and_steps_after_it_change_nothing(
     assert outcome.task_state == "canceled"
     task = await store.get_task(row.task_id, "")
     assert task is not None and task.state == "canceled"
-    assert [t.to_state for t in await store.get_transitions(row.task_id)] == [
+    assert [t.to_state for t in await runs.transitions(row.task_id)] == [
         "submitted",
         "canceled",
     ]

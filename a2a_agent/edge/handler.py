@@ -53,7 +53,7 @@ from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
 from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.notify import TaskNotifier
 from persistence.records import TaskRow
-from persistence.store import TaskStore
+from persistence.tasks import TaskStore
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100

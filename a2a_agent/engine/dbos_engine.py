@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID
 
@@ -13,8 +14,9 @@ from a2a_agent.engine.runner import PlanRunner
 from a2a_agent.engine.supervisor import Supervisor
 from a2a_agent.harness.model_work import ModelWork
 from a2a_agent.harness.plan_harness import PlanHarness
+from a2a_agent.watched import watch
 from persistence.errors import StoreError
-from persistence.store import TaskStore
+from persistence.watch import WatchdogStore
 from persistence.workers import WorkerRegistry
 
 log = logging.getLogger(__name__)
@@ -28,7 +30,7 @@ class DbosEngine:
     def __init__(
         self,
         *,
-        store: TaskStore,
+        store: WatchdogStore,
         harness: PlanHarness,
         work: ModelWork,
         registry: WorkerRegistry,
@@ -41,6 +43,7 @@ class DbosEngine:
         shutdown_grace_s: float,
         stuck_after_s: float,
         max_run_age_s: float,
+        fault: Callable[[], None] = lambda: None,
     ) -> None:
         self._registry = registry
         self._run_worker = run_worker
@@ -79,6 +82,7 @@ class DbosEngine:
             reconcile_interval_s=reconcile_interval_s,
             stuck_after_s=stuck_after_s,
             max_run_age_s=max_run_age_s,
+            fault=fault,
         )
 
     async def launch(self) -> None:
@@ -96,6 +100,7 @@ class DbosEngine:
         self._supervisor_task = asyncio.create_task(
             self.supervisor.run_forever(), name="supervisor"
         )
+        watch(self._supervisor_task, "the supervisor (heartbeats, janitor, watchdog)")
 
     async def shutdown(self) -> None:
         """Stop taking steps, let those in flight finish (bounded), hand over, stop DBOS."""

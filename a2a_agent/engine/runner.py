@@ -1,24 +1,27 @@
-"""The workflow of a run and its steps (DBOS). The body decides only from step outputs.
+"""The workflow of a run and its steps (DBOS). The body decides only from step results.
 
 Each step is a thin wrapper over one harness coroutine: durability is added here, by
 wrapping, and the harness itself never branches on whether it runs for the first time.
+Every step returns a `StepResult`; `_step` is the one funnel the body takes them through:
+`stopped` ends the run and `restart` starts the item again, whichever step said it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from dbos import DBOS, DBOSConfiguredInstance
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.harness import prompts
+from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.model_work import ModelWork
-from a2a_agent.harness.plan_harness import PlanHarness, idempotency_key
+from a2a_agent.harness.plan_harness import PlanHarness
+from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.model.types import ModelResponse, Usage, assistant, tool_results, user_text
 from persistence.errors import StoreUnavailable
 from persistence.records import TERMINAL_STATES
-
-JSON = dict[str, Any]
 
 
 def _database_outage(exc: BaseException) -> bool:
@@ -36,6 +39,18 @@ OUTAGE_RETRY: dict[str, Any] = {
 }
 
 
+class RunStopped(Exception):
+    """A step said the run has ended (cancel, budget stop, a failure already recorded)."""
+
+
+class ItemRestart(Exception):
+    """A step restored the workspace: the item starts again as `attempt`."""
+
+    def __init__(self, attempt: int) -> None:
+        super().__init__(attempt)
+        self.attempt = attempt
+
+
 @DBOS.dbos_class()
 class PlanRunner(DBOSConfiguredInstance):
     def __init__(self, harness: PlanHarness, work: ModelWork, gate: StepGate) -> None:
@@ -44,93 +59,94 @@ class PlanRunner(DBOSConfiguredInstance):
         self.gate = gate
         super().__init__("plan-runner")
 
+    async def _gated(self, step: Awaitable[StepResult]) -> JSON:
+        async with self.gate.step():
+            return (await step).as_json()
+
     # ---- steps: plans and commands ----------------------------------------------------------
 
     @DBOS.step(**OUTAGE_RETRY)
     async def snapshot(self, task_id: str) -> JSON:
-        async with self.gate.step():
-            return await self.harness.snapshot(task_id)
+        return await self._gated(self.harness.snapshot(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def begin_task(self, task_id: str) -> JSON:
-        async with self.gate.step():
-            return await self.harness.begin_task(task_id)
+        return await self._gated(self.harness.begin_task(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        async with self.gate.step():
-            return await self.harness.begin_attempt(task_id, item_id, attempt)
+        return await self._gated(self.harness.begin_attempt(task_id, item_id, attempt))
 
     # Preemptible: a cancel interrupts the running command instead of waiting for it; the
     # interrupted step's output is not recorded, so a resume re-runs it under the same key.
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def run_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        async with self.gate.step():
-            return await self.harness.run_item(task_id, item_id, attempt)
+        return await self._gated(self.harness.run_item(task_id, item_id, attempt))
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        async with self.gate.step():
-            return await self.harness.verify_item(task_id, item_id, attempt)
+        return await self._gated(self.harness.verify_item(task_id, item_id, attempt))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def finish(self, task_id: str) -> JSON:
-        async with self.gate.step():
-            return await self.harness.finish(task_id)
+        return await self._gated(self.harness.finish(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def fail(self, task_id: str, reason: str) -> JSON:
-        async with self.gate.step():
-            return await self.harness.fail(task_id, reason)
+        return await self._gated(self.harness.fail(task_id, reason))
 
     # ---- steps: the model ---------------------------------------------------------------
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def call_model(self, task_id: str, call: JSON) -> JSON:
-        """`call`: key, purpose, item_id, attempt, request."""
-        async with self.gate.step():
-            return await self.work.call_model(
-                task_id,
-                key=call["key"],
-                purpose=call["purpose"],
-                item_id=call["item_id"],
-                attempt=call["attempt"],
-                request=call["request"],
-            )
+        return await self._gated(self.work.call_model(task_id, call))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def planning_request(self, task_id: str) -> JSON:
-        async with self.gate.step():
-            return await self.work.planning_request(task_id)
+        return await self._gated(self.work.planning_request(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def accept_plan(self, task_id: str, attempt: int, plan: Any) -> JSON:
-        async with self.gate.step():
-            return await self.work.accept_plan(task_id, attempt, plan)
+        return await self._gated(self.work.accept_plan(task_id, attempt, plan))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def item_request(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        async with self.gate.step():
-            return await self.work.item_request(task_id, item_id, attempt)
+        return await self._gated(self.work.item_request(task_id, item_id, attempt))
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def call_tool(
-        self, task_id: str, item_id: str, attempt: int, n: str, tool_use: JSON
+        self, task_id: str, item_id: str, attempt: int, use: JSON, tool_use: JSON
     ) -> JSON:
-        async with self.gate.step():
-            return await self.work.call_tool(task_id, item_id, attempt, n, tool_use)
+        """`use`: turn, n (this tool use) and uses (how many the answer holds)."""
+        return await self._gated(
+            self.work.call_tool(
+                task_id, item_id, attempt, tool_use, turn=use["turn"], n=use["n"], uses=use["uses"]
+            )
+        )
 
     @DBOS.step(**OUTAGE_RETRY)
     async def end_turn(self, task_id: str, item_id: str, attempt: int, note: str) -> JSON:
-        async with self.gate.step():
-            return await self.work.end_turn(task_id, item_id, attempt, note)
+        return await self._gated(self.work.end_turn(task_id, item_id, attempt, note))
 
     # ---- the workflow -------------------------------------------------------------------
+
+    @staticmethod
+    async def _step(output: Awaitable[JSON]) -> StepResult:
+        """The funnel: every step's result passes here, and the outcomes that end or restart
+        work are turned into control flow in this one place."""
+        result = StepResult.from_json(await output)
+        if result.outcome == "stopped":
+            raise RunStopped
+        if result.outcome == "restart":
+            raise ItemRestart(result.attempt)
+        return result
 
     @DBOS.workflow()
     async def run_task(self, task_id: str) -> str:
         try:
             return await self._run(task_id)
+        except RunStopped:
+            return "stopped"
         except Exception as exc:  # noqa: BLE001  (recorded on the task, not swallowed)
             # The run cannot go on; say so on the task instead of leaving it working forever.
             # Cancellation is a BaseException (DBOS's and asyncio's) and passes through.
@@ -138,40 +154,38 @@ class PlanRunner(DBOSConfiguredInstance):
             return "failed"
 
     async def _run(self, task_id: str) -> str:
-        snap = await self.snapshot(task_id)
+        snap = (await self._step(self.snapshot(task_id))).payload
         if snap["state"] in TERMINAL_STATES:
             return str(snap["state"])
-        if snap["state"] == "submitted" and (await self.begin_task(task_id))["stopped"]:
-            return "stopped"
+        if snap["state"] == "submitted":
+            await self._step(self.begin_task(task_id))
         if not snap["items"]:
-            planned = await self._plan(task_id)
-            if planned != "planned":
-                return planned
-            snap = await self.snapshot(task_id)
+            await self._plan(task_id)
+            snap = (await self._step(self.snapshot(task_id))).payload
         for item in snap["items"]:
             outcome = await self._work_item(task_id, item, int(item["attempts"]))
             if outcome != "done":
                 return outcome
-        return str((await self.finish(task_id))["state"])
+        return str((await self._step(self.finish(task_id))).payload["state"])
 
-    async def _plan(self, task_id: str) -> str:
+    async def _plan(self, task_id: str) -> None:
         """Ask the model for a plan until one is valid (the harness checks, not the model)."""
-        request = await self.planning_request(task_id)
+        request = (await self._step(self.planning_request(task_id))).payload
         messages: list[JSON] = list(request["messages"])
         tries = self.work.config.plan_tries
         problem = ""
         for n in range(1, tries + 1):
             call = {
-                "key": f"{task_id}:plan:{n}:model",
+                "key": effect_key(task_id, "model", scope=PLAN_SCOPE, attempt=n),
                 "purpose": "plan",
                 "item_id": None,
                 "attempt": n,
+                "turn": 0,
                 "request": {**request, "messages": messages},
             }
-            raw = await self.call_model(task_id, call)
-            if raw.get("stopped"):
-                return "stopped"
-            response = ModelResponse.from_json(raw)
+            response = ModelResponse.from_json(
+                (await self._step(self.call_model(task_id, call))).payload
+            )
             uses = [u for u in response.tool_uses if u.get("name") == "submit_plan"]
             if not uses:
                 problem = "no plan was submitted"
@@ -181,10 +195,10 @@ class PlanRunner(DBOSConfiguredInstance):
                     user_text("Submit the plan with the submit_plan tool."),
                 ]
                 continue
-            accepted = await self.accept_plan(task_id, n, uses[0].get("input"))
-            if accepted["ok"]:
-                return "stopped" if accepted.get("stopped") else "planned"
-            problem = str(accepted["errors"])
+            accepted = await self._step(self.accept_plan(task_id, n, uses[0].get("input")))
+            if accepted.outcome == "ok":
+                return
+            problem = str(accepted.payload["errors"])
             messages = [
                 *messages,
                 assistant(response),
@@ -203,7 +217,7 @@ class PlanRunner(DBOSConfiguredInstance):
             task_id,
             f"the model did not produce a valid plan in {tries} tries; last problem: {problem}",
         )
-        return "failed"
+        raise RunStopped
 
     async def _work_item(self, task_id: str, item: JSON, attempt: int) -> str:
         item_id, status = str(item["id"]), str(item["status"])
@@ -211,64 +225,59 @@ class PlanRunner(DBOSConfiguredInstance):
             return status
         if status == "pending":
             attempt += 1
-            if (await self.begin_attempt(task_id, item_id, attempt))["stopped"]:
-                return "stopped"
+            await self._step(self.begin_attempt(task_id, item_id, attempt))
+        verifying = status == "verifying"
         while True:
-            if status != "verifying":
-                if item["run"]:
-                    ran = await self.run_item(task_id, item_id, attempt)
-                else:
-                    ran = await self._model_turn(task_id, item_id, attempt)
-                if ran["outcome"] == "stopped":
-                    return "stopped"
-                if ran["outcome"] == "restart":
-                    attempt = int(ran["attempt"])
-                    continue
-            status = "in_progress"
-            verified = await self.verify_item(task_id, item_id, attempt)
-            if verified["outcome"] in ("retry", "restart"):
-                attempt = int(verified["attempt"])
+            try:
+                if not verifying:
+                    if item["run"]:
+                        await self._step(self.run_item(task_id, item_id, attempt))
+                    else:
+                        await self._model_turn(task_id, item_id, attempt)
+                verifying = False
+                verified = await self._step(self.verify_item(task_id, item_id, attempt))
+            except ItemRestart as restart:
+                attempt, verifying = restart.attempt, False
                 continue
-            return str(verified["outcome"])
+            if verified.outcome == "retry":
+                attempt = verified.attempt
+                continue
+            return verified.outcome
 
-    async def _model_turn(self, task_id: str, item_id: str, attempt: int) -> JSON:
+    async def _model_turn(self, task_id: str, item_id: str, attempt: int) -> None:
         """The model works the item with tools until it stops calling them."""
-        context = await self.item_request(task_id, item_id, attempt)
+        context = (await self._step(self.item_request(task_id, item_id, attempt))).payload
         request: JSON = context["request"]
         messages: list[JSON] = list(request["messages"])
         note = "the turn limit was reached"
         for turn in range(int(context["max_turns"])):
-            key = idempotency_key(task_id, item_id, attempt, f"model.{turn}")
             call = {
-                "key": key,
+                "key": effect_key(task_id, f"model.{turn}", scope=item_id, attempt=attempt),
                 "purpose": "work",
                 "item_id": item_id,
                 "attempt": attempt,
+                "turn": turn,
                 "request": {**request, "messages": messages},
             }
-            raw = await self.call_model(task_id, call)
-            if raw.get("stopped"):
-                return raw
-            response = ModelResponse.from_json(raw)
+            response = ModelResponse.from_json(
+                (await self._step(self.call_model(task_id, call))).payload
+            )
             messages = [*messages, assistant(response)]
             if not response.tool_uses:
                 note = response.text
                 break
             results = []
-            for n, use in enumerate(response.tool_uses):
-                called = await self.call_tool(task_id, item_id, attempt, f"{turn}.{n}", use)
-                if called["outcome"] != "ok":
-                    return called
-                results.append(called["result"])
+            uses = len(response.tool_uses)
+            for n, tool_use in enumerate(response.tool_uses):
+                use = {"turn": turn, "n": n, "uses": uses}
+                called = await self._step(self.call_tool(task_id, item_id, attempt, use, tool_use))
+                results.append(called.payload)
             messages = [*messages, tool_results(results)]
             if _context_size(response.usage, messages) > int(context["compact_at"]):
-                compacted = await self._compact(
+                messages = await self._compact(
                     task_id, item_id, attempt, turn=turn, request=request, messages=messages
                 )
-                if compacted is None:
-                    return {"outcome": "stopped", "attempt": attempt}
-                messages = compacted
-        return await self.end_turn(task_id, item_id, attempt, note)
+        await self._step(self.end_turn(task_id, item_id, attempt, note))
 
     async def _compact(
         self,
@@ -279,13 +288,13 @@ class PlanRunner(DBOSConfiguredInstance):
         turn: int,
         request: JSON,
         messages: list[JSON],
-    ) -> list[JSON] | None:
-        key = idempotency_key(task_id, item_id, attempt, f"compact.{turn}")
+    ) -> list[JSON]:
         call = {
-            "key": key,
+            "key": effect_key(task_id, f"compact.{turn}", scope=item_id, attempt=attempt),
             "purpose": "compact",
             "item_id": item_id,
             "attempt": attempt,
+            "turn": turn,
             "request": {
                 **request,
                 "system": prompts.COMPACT_SYSTEM,
@@ -293,10 +302,9 @@ class PlanRunner(DBOSConfiguredInstance):
                 "messages": prompts.compaction_messages(messages),
             },
         }
-        raw = await self.call_model(task_id, call)
-        if raw.get("stopped"):
-            return None  # the budget stopped the run
-        summary = ModelResponse.from_json(raw)
+        summary = ModelResponse.from_json(
+            (await self._step(self.call_model(task_id, call))).payload
+        )
         return prompts.compacted(messages, summary.text)
 
 

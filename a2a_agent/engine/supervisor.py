@@ -7,8 +7,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from a2a_agent.errors import AgentError
 from persistence.errors import StoreError
-from persistence.store import TaskStore
+from persistence.watch import WatchdogStore
 from persistence.workers import WorkerRegistry
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ class Supervisor:
         self,
         *,
         registry: WorkerRegistry,
-        store: TaskStore,
+        store: WatchdogStore,
         run_worker: bool,
         start_run: Callable[[str], Awaitable[None]],
         take_over: Callable[[str], Awaitable[int]],
@@ -27,6 +28,7 @@ class Supervisor:
         reconcile_interval_s: float,
         stuck_after_s: float,
         max_run_age_s: float,
+        fault: Callable[[], None] = lambda: None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -38,15 +40,19 @@ class Supervisor:
         self.stuck_after_s = stuck_after_s
         self.max_run_age_s = max_run_age_s
         self.lost_executor_id = False
+        self.fault = fault
 
     @property
     def beat_s(self) -> float:
         return max(0.2, self.registry.timeout_s / 3)
 
     async def run_forever(self) -> None:
+        """Beat until cancelled. Database trouble is logged and waited out; any other error
+        ends this task, which ends the process (see `a2a_agent.watched`)."""
         last_reconcile = time.monotonic()
         while True:
             await asyncio.sleep(self.beat_s)
+            self.fault()
             try:
                 await self.tick(
                     reconcile=time.monotonic() - last_reconcile >= self.reconcile_interval_s
@@ -79,7 +85,10 @@ class Supervisor:
                 else f"stopped as stuck: no step finished for {self.stuck_after_s:g} s"
             )
             log.warning("task %s %s", task_id, reason)
-            await self.stop_run(task_id, reason)
+            try:
+                await self.stop_run(task_id, reason)
+            except AgentError as exc:  # this run's trouble (its workspace), not the process's
+                log.error("could not stop task %s: %s", task_id, exc)
         if reconcile:
             # A task stored as submitted whose enqueue was lost (crash after the commit).
             for task_id in await self.store.submitted_task_ids(self.reconcile_interval_s):

@@ -1,8 +1,8 @@
 """Steps of the work the model does: plan a goal, and work an item with tools.
 
-Like the plan harness, nothing here knows about DBOS: each public coroutine is one step, keyed
-so that a re-run after a crash returns the recorded result (a model call is never paid for
-twice, a tool call never runs twice once recorded).
+Like the plan harness, nothing here knows about DBOS. Model calls and tool calls are keyed
+effects (`effects.py`): a re-run after a crash returns the recorded result, so a model call
+is never paid for twice and a recorded tool call never runs twice.
 """
 
 from __future__ import annotations
@@ -10,23 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from a2a_agent.budget import BudgetStop
+from a2a_agent.budget import Spend
 from a2a_agent.errors import ModelError, PlanError
 from a2a_agent.harness import prompts
-from a2a_agent.harness.plan_harness import PlanHarness, idempotency_key
+from a2a_agent.harness.context import StepContext, ended_by_others
+from a2a_agent.harness.effects import Concluded, Effect, Effects
+from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
+from a2a_agent.harness.plan_harness import verify_start
+from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.harness.tools import TOOL_SPECS, WorkspaceTools
 from a2a_agent.model import Model
-from a2a_agent.model.types import JSON, ModelRequest
+from a2a_agent.model.types import ModelRequest, ModelResponse
 from a2a_agent.plans import PlanLimits, parse_plan
-from persistence.errors import NotFound
-from persistence.records import (
-    TERMINAL_STATES,
-    Charge,
-    ItemChange,
-    ModelCall,
-    StepRecord,
-    Transition,
-)
+from persistence.records import Charge, EffectStart, ItemChange, ModelCall, StepRecord, Transition
 
 PROGRESS_TAIL_CHARS = 3000
 
@@ -42,11 +38,17 @@ class ModelConfig:
     plan_limits: PlanLimits
 
 
+def tool_start(task_id: str, item_id: str, attempt: int, turn: int, n: int) -> EffectStart:
+    key = effect_key(task_id, f"tool.{turn}.{n}", scope=item_id, attempt=attempt)
+    return EffectStart(key=key, step="tool", item_id=item_id, attempt=attempt)
+
+
 class ModelWork:
-    def __init__(self, harness: PlanHarness, model: Model | None, config: ModelConfig) -> None:
-        self.harness = harness
-        self.store = harness.store
-        self.ledger = harness.ledger
+    def __init__(
+        self, ctx: StepContext, effects: Effects, model: Model | None, config: ModelConfig
+    ) -> None:
+        self.ctx = ctx
+        self.effects = effects
         self.model = model
         self.config = config
 
@@ -55,128 +57,119 @@ class ModelWork:
             raise ModelError("no model is configured: set ANTHROPIC_API_KEY")
         return self.model
 
-    async def call_model(
-        self,
-        task_id: str,
-        *,
-        key: str,
-        purpose: str,
-        item_id: str | None,
-        attempt: int | None,
-        request: JSON,
-    ) -> JSON:
-        """One model call as a keyed effect: checked against the budget with its maximum cost
-        reserved, then its response, usage and charge stored together (never paid twice)."""
-        effect = await self.ledger.get_effect(key)
-        if effect is not None and effect.status == "completed" and effect.result is not None:
-            return effect.result
+    async def call_model(self, task_id: str, call: JSON) -> StepResult:
+        """One model call as a keyed effect. `call`: key, purpose (plan | work | compact),
+        item_id, attempt, turn, request. Checked against the budget with its maximum cost;
+        its response, usage and charge are recorded together (never paid twice)."""
+        key = str(call["key"])
+        item_id, attempt = call.get("item_id"), call.get("attempt")
+        view = await self.ctx.view(task_id, key=key, budget=True)
         model = self._model()
-        call = ModelRequest.from_json(request)
-        guard = self.harness.guard
-        tokens, usd = guard.reservation(
+        request = ModelRequest.from_json(call["request"])
+        tokens, usd = self.ctx.guard.reservation(
             model.name,
-            prompts.estimated_tokens(call.messages) + len(call.system) // 4,
-            call.max_tokens,
+            prompts.estimated_tokens(request.messages) + len(request.system) // 4,
+            request.max_tokens,
         )
-        try:
-            await guard.check(task_id, exclude_key=key, tokens=tokens, usd=usd)
-        except BudgetStop as stop:
-            return await self.harness.stop_for_budget(task_id, stop.spent)
-        await self.ledger.start_effect(
-            key,
-            task_id,
-            item_id,
-            attempt,
-            "model",
-            reserve=Charge(kind="reservation", tokens=tokens, usd=usd),
-        )
-        response = await model.complete(call)
-        usage = response.usage
-        await self.ledger.complete_effect(
-            key,
-            task_id=task_id,
+        effect = Effect(
+            key=key,
+            step="model",
             item_id=item_id,
             attempt=attempt,
-            step="model",
-            result=response.as_json(),
-            model_call=ModelCall(
-                purpose=purpose,
-                model=response.model,
-                stop_reason=response.stop_reason,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-            ),
-            charge=Charge(
-                kind="model",
-                tokens=usage.context_tokens + usage.output_tokens,
-                usd=guard.cost(response.model, usage),
-            ),
+            spend=Spend(tokens=tokens, usd=usd),
+            integrity="none",
         )
-        return response.as_json()
+
+        async def perform() -> JSON:
+            return (await model.complete(request)).as_json()
+
+        async def conclude(value: JSON, runs: int) -> Concluded:
+            response = ModelResponse.from_json(value)
+            usage = response.usage
+            then = None
+            if call["purpose"] == "work" and response.tool_uses and item_id is not None:
+                then = tool_start(task_id, item_id, int(attempt or 0), int(call["turn"]), 0)
+            record = StepRecord(
+                effect_key=key,
+                step="model",
+                result=value,
+                item_id=item_id,
+                attempt=attempt,
+                model_call=ModelCall(
+                    purpose=str(call["purpose"]),
+                    model=response.model,
+                    stop_reason=response.stop_reason,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
+                ),
+                charge=Charge(
+                    kind="model",
+                    tokens=usage.context_tokens + usage.output_tokens,
+                    usd=self.ctx.guard.cost(response.model, usage),
+                ),
+                runs=runs,
+                then=then,
+            )
+            return Concluded(record, StepResult.ok(value), fingerprint=False)
+
+        return await self.effects.run(view, effect, perform, conclude)
 
     # ---- planning -----------------------------------------------------------------------
 
-    async def planning_request(self, task_id: str) -> JSON:
-        goal = await self._goal(task_id)
-        return ModelRequest(
+    async def planning_request(self, task_id: str) -> StepResult:
+        view = await self.ctx.view(task_id)
+        request = ModelRequest(
             system=prompts.PLANNER_SYSTEM,
-            messages=prompts.planning_messages(goal),
+            messages=prompts.planning_messages(view.goal),
             tools=[prompts.SUBMIT_PLAN],
             max_tokens=self.config.max_tokens,
             force_tool=prompts.SUBMIT_PLAN.name,
-        ).as_json()
+        )
+        return StepResult.ok(request.as_json())
 
-    async def _goal(self, task_id: str) -> str:
-        goal = await self.store.task_goal(task_id)
-        if goal is None:
-            raise NotFound(task_id)
-        return goal
-
-    async def accept_plan(self, task_id: str, attempt: int, plan: Any) -> JSON:
+    async def accept_plan(self, task_id: str, attempt: int, plan: Any) -> StepResult:
         """Validate the model's plan; store it, or say what is wrong so the model can fix it."""
         try:
             parsed = parse_plan(plan, self.config.plan_limits)
         except PlanError as exc:
-            return {"ok": False, "errors": str(exc)}
+            return StepResult("retry", attempt, {"errors": str(exc)})
+        view = await self.ctx.view(task_id)
         summary = ", ".join(i.item_id for i in parsed.items)
-        state = await self.harness.record(
-            task_id,
-            StepRecord(
-                effect_key=f"{task_id}:plan:{attempt}:accept",
-                step="accept_plan",
-                result={},
-                new_items=parsed.items,
-                task_state="working",
-                status_text=f"Planned {len(parsed.items)} item(s): {summary}",
-                transitions=[
-                    Transition(
-                        to_state="working",
-                        reason=f"plan accepted: {len(parsed.items)} item(s): {summary}",
-                    )
-                ],
-            ),
+        record = StepRecord(
+            effect_key=effect_key(task_id, "accept", scope=PLAN_SCOPE, attempt=attempt),
+            step="accept_plan",
+            result={},
+            new_items=parsed.items,
+            task_state="working",
+            status_text=f"Planned {len(parsed.items)} item(s): {summary}",
+            transitions=[
+                Transition(
+                    to_state="working",
+                    reason=f"plan accepted: {len(parsed.items)} item(s): {summary}",
+                )
+            ],
         )
-        return {"ok": True, "errors": "", "stopped": state in TERMINAL_STATES}
+        outcome = await self.ctx.record(view, record)
+        if ended_by_others(record, outcome):
+            return StepResult("stopped", attempt)
+        return StepResult.ok(attempt=attempt)
 
     # ---- working an item ----------------------------------------------------------------
 
-    async def item_request(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        items = await self.store.get_items(task_id)
-        item = next((i for i in items if i.item_id == item_id), None)
-        if item is None:
-            raise NotFound(f"{task_id}/{item_id}")
-        progress = self.harness.workspace(task_id).root / "progress.md"
+    async def item_request(self, task_id: str, item_id: str, attempt: int) -> StepResult:
+        view = await self.ctx.view(task_id)
+        item = view.item(item_id)
+        progress = self.ctx.workspace(task_id).root / "progress.md"
         tail = progress.read_text()[-PROGRESS_TAIL_CHARS:] if progress.exists() else ""
-        last_failure = item.evidence if item.failures else None
         messages = prompts.item_messages(
-            goal=await self._goal(task_id),
-            items=items,
+            goal=view.goal,
+            items=view.items,
             item=item,
             attempt=attempt,
             progress_tail=tail,
-            last_failure=last_failure,
+            last_failure=item.evidence if item.failures else None,
         )
         request = ModelRequest(
             system=prompts.WORKER_SYSTEM,
@@ -184,71 +177,90 @@ class ModelWork:
             tools=TOOL_SPECS,
             max_tokens=self.config.max_tokens,
         )
-        return {
-            "request": request.as_json(),
-            "compact_at": self.config.compact_at_tokens,
-            "max_turns": self.config.max_turns,
-        }
+        return StepResult.ok(
+            {
+                "request": request.as_json(),
+                "compact_at": self.config.compact_at_tokens,
+                "max_turns": self.config.max_turns,
+            },
+            attempt=attempt,
+        )
 
     async def call_tool(
-        self, task_id: str, item_id: str, attempt: int, n: str, tool_use: JSON
-    ) -> JSON:
-        """One tool call as a keyed effect, checked against the action budget first."""
-        key = idempotency_key(task_id, item_id, attempt, f"tool.{n}")
-        effect = await self.ledger.get_effect(key)
-        if effect is not None and effect.status == "completed" and effect.result is not None:
-            return {"outcome": "ok", "result": effect.result}
+        self,
+        task_id: str,
+        item_id: str,
+        attempt: int,
+        tool_use: JSON,
+        *,
+        turn: int,
+        n: int,
+        uses: int,
+    ) -> StepResult:
+        """Tool use `n` of the `uses` in the model's answer at `turn`, as a keyed effect,
+        checked against the action budget first."""
+        key = effect_key(task_id, f"tool.{turn}.{n}", scope=item_id, attempt=attempt)
+        view = await self.ctx.view(task_id, key=key, budget=True)
         name = str(tool_use.get("name"))
-        try:
-            await self.harness.guard.check(task_id, exclude_key=key, tool=name)
-        except BudgetStop as stop:
-            return await self.harness.stop_for_budget(task_id, stop.spent)
-        restored = await self.harness.check_checkpoint_present(task_id)
-        if restored:
-            item = await self.harness.item(task_id, item_id)
-            return await self.harness.restart(task_id, item, attempt, restored)
-        await self.ledger.start_effect(key, task_id, item_id, attempt, "tool")
-        ws = self.harness.workspace(task_id)
-        tools = WorkspaceTools(
-            root=ws.root,
-            env=self.harness.command_env(task_id, item_id, attempt, key, ws.root),
-            output_bytes=self.config.tool_output_bytes,
-            max_timeout_s=self.config.bash_timeout_s,
-            pid_file=ws.command_pid_file,
-        )
-        outcome = await tools.call(name, tool_use.get("input") or {})
-        result = {"tool_use_id": tool_use["id"], **outcome.as_json()}
-        await self.ledger.complete_effect(
-            key,
-            task_id=task_id,
+        effect = Effect(
+            key=key,
+            step="tool",
             item_id=item_id,
             attempt=attempt,
-            step="tool",
-            result=result,
-            charge=Charge(kind="tool", tool=name, actions=1),
+            spend=Spend(tool=name),
+            integrity="checkpoint",
         )
-        return {"outcome": "ok", "result": result}
+        ws = self.ctx.workspace(task_id)
 
-    async def end_turn(self, task_id: str, item_id: str, attempt: int, note: str) -> JSON:
+        async def perform() -> JSON:
+            tools = WorkspaceTools(
+                root=ws.root,
+                env=self.ctx.command_env(task_id, item_id, attempt, key, ws.root),
+                output_bytes=self.config.tool_output_bytes,
+                max_timeout_s=self.config.bash_timeout_s,
+                pid_file=ws.command_pid_file,
+            )
+            outcome = await tools.call(name, tool_use.get("input") or {})
+            return {"tool_use_id": tool_use["id"], **outcome.as_json()}
+
+        async def conclude(value: JSON, runs: int) -> Concluded:
+            then = tool_start(task_id, item_id, attempt, turn, n + 1) if n + 1 < uses else None
+            record = StepRecord(
+                effect_key=key,
+                step="tool",
+                result=value,
+                item_id=item_id,
+                attempt=attempt,
+                charge=Charge(kind="tool", tool=name, actions=1),
+                runs=runs,
+                then=then,
+            )
+            return Concluded(record, StepResult.ok(value, attempt=attempt), fingerprint=False)
+
+        return await self.effects.run(view, effect, perform, conclude)
+
+    async def end_turn(self, task_id: str, item_id: str, attempt: int, note: str) -> StepResult:
         """The model stopped calling tools: record its progress note, then verification."""
-        item = await self.harness.item(task_id, item_id)
+        view = await self.ctx.view(task_id)
+        item = view.item(item_id)
         note = " ".join(note.split())[:500] or "(no note)"
-        state = await self.harness.record(
-            task_id,
-            StepRecord(
-                effect_key=idempotency_key(task_id, item_id, attempt, "end_turn"),
-                step="end_turn",
-                result={},
-                item=ItemChange(item_id=item_id, status="verifying", attempts=attempt),
-                transitions=[
-                    Transition(
-                        item_id=item_id,
-                        attempt=attempt,
-                        from_state="in_progress",
-                        to_state="verifying",
-                        reason=f"model: {note}; verifying with `{item.verify_command}`",
-                    )
-                ],
-            ),
+        record = StepRecord(
+            effect_key=effect_key(task_id, "end_turn", scope=item_id, attempt=attempt),
+            step="end_turn",
+            result={},
+            item=ItemChange(item_id=item_id, status="verifying", attempts=attempt),
+            transitions=[
+                Transition(
+                    item_id=item_id,
+                    attempt=attempt,
+                    from_state="in_progress",
+                    to_state="verifying",
+                    reason=f"model: {note}; verifying with `{item.verify_command}`",
+                )
+            ],
+            then=verify_start(task_id, item_id, attempt),
         )
-        return {"outcome": "stopped" if state in TERMINAL_STATES else "verify", "attempt": attempt}
+        outcome = await self.ctx.record(view, record)
+        if ended_by_others(record, outcome):
+            return StepResult("stopped", attempt)
+        return StepResult.ok(attempt=attempt)

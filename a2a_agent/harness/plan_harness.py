@@ -1,47 +1,36 @@
-"""The work of one plan, as steps: each step does one effect and records it in one transaction.
+"""The work of one plan, as steps: each step reads once, does one effect, records once.
 
-Nothing here knows about DBOS. The engine wraps each public coroutine as a checkpointed step;
-every method is safe to run again after a crash, because effects are keyed and records are
-idempotent by that key. Each step first checks that the workspace is as the last step left it;
-if not (a lost disk, another machine, a half-run command), it restores the last checkpoint and
-restarts the item as a new attempt.
+Nothing here knows about DBOS. The engine wraps each public coroutine as a checkpointed step
+and decides only from the `StepResult` it returns; every step is safe to run again after a
+crash, because effects are keyed (`effects.py`) and records are idempotent by that key.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
-from a2a_agent.budget import BudgetGuard, BudgetStop, Exhausted
+from a2a_agent.budget import Spend
 from a2a_agent.harness.commands import CommandResult, run_command
-from a2a_agent.harness.integrity import check_workspace
-from a2a_agent.harness.render import plan_document, progress_document
-from a2a_agent.harness.report import build_report
-from a2a_agent.harness.workspace import Workspace
+from a2a_agent.harness.context import StepContext, ended_by_others
+from a2a_agent.harness.effects import Concluded, Effect, Effects
+from a2a_agent.harness.endings import RunEndings
+from a2a_agent.harness.keys import effect_key
+from a2a_agent.harness.results import JSON, StepResult
 from persistence.errors import NotFound
-from persistence.ledger import Ledger
 from persistence.records import (
-    JSON,
-    TERMINAL_STATES,
     Charge,
     Checkpoint,
+    EffectStart,
     ItemChange,
     ItemRow,
     StepRecord,
+    StepView,
     Transition,
-    TransitionRow,
 )
-from persistence.store import TaskStore
 
-COMMAND_STEPS = frozenset({"run", "verify"})
-
-
-def idempotency_key(task_id: str, item_id: str, attempt: int, step: str) -> str:
-    """Same inputs, same key: a step re-run after a crash presents the key it had before."""
-    return f"{task_id}:{item_id}:{attempt}:{step}"
+# What a recorded verification said, as the step result the body goes on from.
+VERIFIED = {"done": "done", "retry": "retry", "failed": "failed"}
 
 
 def _evidence(result: CommandResult) -> JSON:
@@ -52,235 +41,119 @@ def _evidence(result: CommandResult) -> JSON:
     }
 
 
-@dataclass(frozen=True)
-class HarnessConfig:
-    workspaces: Path
-    command_env: Mapping[str, str]
-    command_timeout_s: int
-    output_tail_bytes: int
-    executor_id: str
+def verify_start(task_id: str, item_id: str, attempt: int) -> EffectStart:
+    key = effect_key(task_id, "verify", scope=item_id, attempt=attempt)
+    return EffectStart(key=key, step="verify", item_id=item_id, attempt=attempt)
 
 
 class PlanHarness:
-    def __init__(
-        self, store: TaskStore, ledger: Ledger, guard: BudgetGuard, config: HarnessConfig
-    ) -> None:
-        self.store = store
-        self.ledger = ledger
-        self.guard = guard
-        self.config = config
+    def __init__(self, ctx: StepContext, effects: Effects, endings: RunEndings) -> None:
+        self.ctx = ctx
+        self.effects = effects
+        self.endings = endings
 
-    def workspace(self, task_id: str) -> Workspace:
-        return Workspace(self.config.workspaces / task_id)
+    async def snapshot(self, task_id: str) -> StepResult:
+        view = await self.ctx.view(task_id)
+        items = [
+            {"id": i.item_id, "status": i.status, "attempts": i.attempts, "run": i.run is not None}
+            for i in view.items
+        ]
+        return StepResult.ok({"state": view.state, "items": items})
 
-    async def _render(
-        self,
-        task_id: str,
-        items: list[ItemRow] | None = None,
-        transitions: list[TransitionRow] | None = None,
-    ) -> None:
-        row = await self.store.get_task(task_id, None)
-        if row is None:
-            raise NotFound(task_id)
-        goal = row.plan["goal"] if row.plan else await self.store.task_goal(task_id) or ""
-        items = items if items is not None else await self.store.get_items(task_id)
-        if transitions is None:
-            transitions = await self.store.get_transitions(task_id)
-        self.workspace(task_id).write_files(
-            plan_document(task_id, goal, items),
-            progress_document(task_id, goal, items, transitions),
-        )
-
-    async def item(self, task_id: str, item_id: str) -> ItemRow:
-        for item in await self.store.get_items(task_id):
-            if item.item_id == item_id:
-                return item
-        raise NotFound(f"{task_id}/{item_id}")
-
-    async def record(self, task_id: str, record: StepRecord) -> str:
-        """Record a step with the workspace's fingerprint; re-render the files; new state."""
-        fingerprint = await self.workspace(task_id).fingerprint()
-        # A harness command is one step of the budget (it counts towards steps without progress).
-        charge = Charge(kind="command") if record.step in COMMAND_STEPS else record.charge
-        outcome = await self.store.record_step(
-            task_id, dataclasses.replace(record, fingerprint=fingerprint, charge=charge)
-        )
-        await self._render(task_id)
-        return outcome.task_state
-
-    def command_env(
-        self, task_id: str, item_id: str, attempt: int, key: str, root: Path
-    ) -> dict[str, str]:
-        """What every command sees: the settings' small environment and the step's key."""
-        return {
-            **self.config.command_env,
-            "A2A_TASK_ID": task_id,
-            "A2A_ITEM_ID": item_id,
-            "A2A_ATTEMPT": str(attempt),
-            "A2A_IDEMPOTENCY_KEY": key,
-            "A2A_WORKSPACE": str(root),
-        }
-
-    async def check_checkpoint_present(self, task_id: str) -> str | None:
-        """Between the model's tool calls: restore only a lost workspace (see integrity)."""
-        return await check_workspace(
-            self.store, self.ledger, self.workspace(task_id), task_id, compare_tree=False
-        )
-
-    async def _check_workspace(self, task_id: str, key: str | None = None) -> str | None:
-        return await check_workspace(
-            self.store, self.ledger, self.workspace(task_id), task_id, key=key
-        )
-
-    async def restart(self, task_id: str, item: ItemRow, attempt: int, why: str) -> JSON:
-        state = await self.record(
-            task_id,
-            StepRecord(
-                effect_key=idempotency_key(task_id, item.item_id, attempt, "restore"),
-                step="restore",
-                result={},
-                item=ItemChange(item_id=item.item_id, status="in_progress", attempts=attempt + 1),
-                transitions=[
-                    Transition(
-                        item_id=item.item_id,
-                        attempt=attempt + 1,
-                        from_state=item.status,
-                        to_state="in_progress",
-                        reason=f"{why}; restarting the item as attempt {attempt + 1}",
-                    )
-                ],
-            ),
-        )
-        if state in TERMINAL_STATES:
-            return {"outcome": "stopped", "attempt": attempt}
-        return {"outcome": "restart", "attempt": attempt + 1}
-
-    # ---- steps ------------------------------------------------------------------------
-
-    async def snapshot(self, task_id: str) -> JSON:
-        row = await self.store.get_task(task_id, None)
-        if row is None:
-            raise NotFound(task_id)
-        items = await self.store.get_items(task_id)
-        return {
-            "state": row.state,
-            "items": [
-                {
-                    "id": i.item_id,
-                    "status": i.status,
-                    "attempts": i.attempts,
-                    "run": i.run is not None,
-                }
-                for i in items
-            ],
-        }
-
-    async def begin_task(self, task_id: str) -> JSON:
-        ws = self.workspace(task_id)
-        key = f"{task_id}:task:begin"
+    async def begin_task(self, task_id: str) -> StepResult:
+        view = await self.ctx.view(task_id)
+        ws = self.ctx.workspace(task_id)
+        key = effect_key(task_id, "begin")
         ws.clear_stale_locks()
         await ws.ensure()
-        await self._render(task_id)
+        await self.ctx.render(view, view.items)
         sha = await ws.commit("Start task: plan.json and progress.md", key)
-        state = await self.record(
-            task_id,
-            StepRecord(
-                effect_key=key,
-                step="begin_task",
-                result={},
-                task_state="working",
-                status_text=f"Working; picked up by worker {self.config.executor_id}.",
-                transitions=[
-                    Transition(
-                        from_state="submitted",
-                        to_state="working",
-                        reason=f"picked up by worker {self.config.executor_id}",
-                    )
-                ],
-                checkpoint=Checkpoint(sha=sha, bundle=await ws.bundle_since(None)),
-            ),
+        executor = self.ctx.config.executor_id
+        record = StepRecord(
+            effect_key=key,
+            step="begin_task",
+            result={},
+            task_state="working",
+            status_text=f"Working; picked up by worker {executor}.",
+            transitions=[
+                Transition(
+                    from_state="submitted",
+                    to_state="working",
+                    reason=f"picked up by worker {executor}",
+                )
+            ],
+            checkpoint=Checkpoint(sha=sha, bundle=await ws.bundle_since(None)),
         )
-        return {"stopped": state in TERMINAL_STATES}
+        outcome = await self.ctx.record(view, record)
+        return StepResult("stopped") if ended_by_others(record, outcome) else StepResult.ok()
 
-    async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        item = await self.item(task_id, item_id)
-        restored = await self._check_workspace(task_id)
-        state = await self.record(
-            task_id,
-            StepRecord(
-                effect_key=idempotency_key(task_id, item_id, attempt, "begin"),
-                step="begin_item",
-                result={},
-                item=ItemChange(item_id=item_id, status="in_progress", attempts=attempt),
-                task_state="working",
-                status_text=f"Working on item {item_id}: {item.title}",
-                transitions=[
-                    Transition(
-                        item_id=item_id,
-                        attempt=attempt,
-                        from_state=item.status,
-                        to_state="in_progress",
-                        reason=f"started: {item.title}" + (f" ({restored})" if restored else ""),
-                    )
-                ],
-            ),
+    async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> StepResult:
+        view = await self.ctx.view(task_id)
+        item = view.item(item_id)
+        restored = await self.ctx.check_workspace(view)
+        record = StepRecord(
+            effect_key=effect_key(task_id, "begin", scope=item_id, attempt=attempt),
+            step="begin_item",
+            result={},
+            item=ItemChange(item_id=item_id, status="in_progress", attempts=attempt),
+            task_state="working",
+            status_text=f"Working on item {item_id}: {item.title}",
+            transitions=[
+                Transition(
+                    item_id=item_id,
+                    attempt=attempt,
+                    from_state=item.status,
+                    to_state="in_progress",
+                    reason=f"started: {item.title}" + (f" ({restored})" if restored else ""),
+                )
+            ],
+            then=self.ctx.first_effect(task_id, item, attempt),
         )
-        return {"stopped": state in TERMINAL_STATES}
+        outcome = await self.ctx.record(view, record)
+        if ended_by_others(record, outcome):
+            return StepResult("stopped", attempt)
+        return StepResult.ok(attempt=attempt)
 
-    async def _command(
-        self,
-        task_id: str,
-        item: ItemRow,
-        attempt: int,
-        *,
-        step: str,
-        command: str,
-        timeout_s: int,
-    ) -> CommandResult:
-        key = idempotency_key(task_id, item.item_id, attempt, step)
-        effect = await self.ledger.get_effect(key)
-        if effect is None or effect.status != "completed":
-            await self.guard.check(task_id, exclude_key=key)  # raises BudgetStop
-            effect = await self.ledger.start_effect(key, task_id, item.item_id, attempt, step)
-        if effect.status == "completed" and effect.result is not None:
-            return CommandResult.from_json(effect.result["command"])
-        ws = self.workspace(task_id)
-        env = self.command_env(task_id, item.item_id, attempt, key, ws.root)
-        return await run_command(
+    # ---- commands -------------------------------------------------------------------------
+
+    def _command_effect(self, task_id: str, item: ItemRow, attempt: int, step: str) -> Effect:
+        return Effect(
+            key=effect_key(task_id, step, scope=item.item_id, attempt=attempt),
+            step=step,
+            item_id=item.item_id,
+            attempt=attempt,
+            spend=Spend(),
+            integrity="tree",
+        )
+
+    async def _run(self, task_id: str, effect: Effect, command: str, timeout_s: int) -> JSON:
+        ws = self.ctx.workspace(task_id)
+        assert effect.item_id is not None and effect.attempt is not None
+        result = await run_command(
             command,
             cwd=ws.root,
-            env=env,
+            env=self.ctx.command_env(task_id, effect.item_id, effect.attempt, effect.key, ws.root),
             timeout_s=timeout_s,
-            tail_bytes=self.config.output_tail_bytes,
+            tail_bytes=self.ctx.config.output_tail_bytes,
             pid_file=ws.command_pid_file,
         )
+        return {"command": result.as_json()}
 
-    async def run_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        item = await self.item(task_id, item_id)
+    async def run_item(self, task_id: str, item_id: str, attempt: int) -> StepResult:
+        key = effect_key(task_id, "run", scope=item_id, attempt=attempt)
+        view = await self.ctx.view(task_id, key=key, budget=True)
+        item = view.item(item_id)
         if item.run is None:
             raise NotFound(f"item {item_id} has no run command")
-        restored = await self._check_workspace(
-            task_id, idempotency_key(task_id, item_id, attempt, "run")
-        )
-        if restored:
-            return await self.restart(task_id, item, attempt, restored)
-        try:
-            result = await self._command(
-                task_id,
-                item,
-                attempt,
+        command = item.run
+        effect = self._command_effect(task_id, item, attempt, "run")
+
+        async def conclude(value: JSON, runs: int) -> Concluded:
+            result = CommandResult.from_json(value["command"])
+            record = StepRecord(
+                effect_key=key,
                 step="run",
-                command=item.run,
-                timeout_s=self.config.command_timeout_s,
-            )
-        except BudgetStop as stop:
-            return await self.stop_for_budget(task_id, stop.spent)
-        state = await self.record(
-            task_id,
-            StepRecord(
-                effect_key=idempotency_key(task_id, item_id, attempt, "run"),
-                step="run",
-                result={"command": result.as_json()},
+                result=value,
                 item=ItemChange(item_id=item_id, status="verifying", attempts=attempt),
                 transitions=[
                     Transition(
@@ -288,40 +161,58 @@ class PlanHarness:
                         attempt=attempt,
                         from_state="in_progress",
                         to_state="verifying",
-                        reason=f"ran `{item.run}` (exit {result.exit_code}); verifying with "
+                        reason=f"ran `{command}` (exit {result.exit_code}); verifying with "
                         f"`{item.verify_command}`",
                     )
                 ],
-            ),
-        )
-        return {"outcome": "stopped" if state in TERMINAL_STATES else "verify", "attempt": attempt}
-
-    async def verify_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        item = await self.item(task_id, item_id)
-        key = idempotency_key(task_id, item_id, attempt, "verify")
-        restored = await self._check_workspace(task_id, key)
-        if restored:
-            return await self.restart(task_id, item, attempt, restored)
-        try:
-            result = await self._command(
-                task_id,
-                item,
-                attempt,
-                step="verify",
-                command=item.verify_command,
-                timeout_s=item.verify_timeout_s,
+                charge=Charge(kind="command"),
+                runs=runs,
+                then=verify_start(task_id, item_id, attempt),
             )
-        except BudgetStop as stop:
-            return await self.stop_for_budget(task_id, stop.spent)
+            return Concluded(record, StepResult.ok(attempt=attempt))
+
+        timeout = self.ctx.config.command_timeout_s
+        return await self.effects.run(
+            view, effect, lambda: self._run(task_id, effect, command, timeout), conclude
+        )
+
+    async def verify_item(self, task_id: str, item_id: str, attempt: int) -> StepResult:
+        key = effect_key(task_id, "verify", scope=item_id, attempt=attempt)
+        view = await self.ctx.view(task_id, key=key, budget=True)
+        item = view.item(item_id)
+        effect = self._command_effect(task_id, item, attempt, "verify")
+
+        async def conclude(value: JSON, runs: int) -> Concluded:
+            if value.get("outcome") in VERIFIED:
+                # Recorded before a crash: the outcome stands as it was recorded.
+                outcome = VERIFIED[value["outcome"]]
+                then = attempt + 1 if outcome == "retry" else attempt
+                replay = StepRecord(effect_key=key, step="verify", result=value, runs=runs)
+                return Concluded(replay, StepResult(outcome, then))  # type: ignore[arg-type]
+            result = CommandResult.from_json(value["command"])
+            if result.passed:
+                return await self._verified(view, item, attempt, value, runs)
+            return await self._not_verified(view, item, attempt, value, runs)
+
+        return await self.effects.run(
+            view,
+            effect,
+            lambda: self._run(task_id, effect, item.verify_command, item.verify_timeout_s),
+            conclude,
+        )
+
+    async def _not_verified(
+        self, view: StepView, item: ItemRow, attempt: int, value: JSON, runs: int
+    ) -> Concluded:
+        result = CommandResult.from_json(value["command"])
         evidence = _evidence(result)
         failures = item.failures + 1
-        if result.passed:
-            record = await self._verified(task_id, item, attempt, result, key)
-        elif failures < item.max_attempts:
-            record = StepRecord(
-                effect_key=key,
+        item_id, verify = item.item_id, item.verify_command
+        if failures < item.max_attempts:
+            retry = StepRecord(
+                effect_key=effect_key(view.task_id, "verify", scope=item_id, attempt=attempt),
                 step="verify",
-                result={"command": result.as_json(), "outcome": "retry"},
+                result={**value, "outcome": "retry"},
                 item=ItemChange(
                     item_id=item_id,
                     status="in_progress",
@@ -338,162 +229,106 @@ class PlanHarness:
                         attempt=attempt + 1,
                         from_state="verifying",
                         to_state="in_progress",
-                        reason=f"verification `{item.verify_command}` exited {result.exit_code}; "
+                        reason=f"verification `{verify}` exited {result.exit_code}; "
                         f"retrying ({failures} of {item.max_attempts} attempts used)",
                     )
                 ],
+                charge=Charge(kind="command"),
+                runs=runs,
+                then=self.ctx.first_effect(view.task_id, item, attempt + 1),
             )
-        else:
-            failed = dataclasses.replace(item, status="failed", evidence=evidence)
-            items = [
-                failed if i.item_id == item_id else i for i in await self.store.get_items(task_id)
-            ]
-            record = StepRecord(
-                effect_key=key,
-                step="verify",
-                result={"command": result.as_json(), "outcome": "failed"},
-                item=ItemChange(
+            return Concluded(retry, StepResult("retry", attempt + 1))
+        failed_item = dataclasses.replace(item, status="failed", evidence=evidence)
+        after = dataclasses.replace(
+            view, items=[failed_item if i.item_id == item_id else i for i in view.items]
+        )
+        failed = StepRecord(
+            effect_key=effect_key(view.task_id, "verify", scope=item_id, attempt=attempt),
+            step="verify",
+            result={**value, "outcome": "failed"},
+            item=ItemChange(
+                item_id=item_id,
+                status="failed",
+                attempts=attempt,
+                evidence=evidence,
+                failures=failures,
+            ),
+            task_state="failed",
+            status_text=f"Item {item_id} failed verification after {failures} attempt(s): "
+            f"`{verify}` exited {result.exit_code}. Output tail:\n"
+            f"{result.output_tail[-1500:]}",
+            transitions=[
+                Transition(
                     item_id=item_id,
-                    status="failed",
-                    attempts=attempt,
-                    evidence=evidence,
-                    failures=failures,
+                    attempt=attempt,
+                    from_state="verifying",
+                    to_state="failed",
+                    reason=f"verification `{verify}` exited {result.exit_code}; no attempts left",
                 ),
-                task_state="failed",
-                status_text=f"Item {item_id} failed verification after {failures} attempt(s): "
-                f"`{item.verify_command}` exited {result.exit_code}. Output tail:\n"
-                f"{result.output_tail[-1500:]}",
-                transitions=[
-                    Transition(
-                        item_id=item_id,
-                        attempt=attempt,
-                        from_state="verifying",
-                        to_state="failed",
-                        reason=f"verification `{item.verify_command}` exited "
-                        f"{result.exit_code}; no attempts left",
-                    ),
-                    Transition(
-                        from_state="working", to_state="failed", reason=f"item {item_id} failed"
-                    ),
-                ],
-                report=await self._report(task_id, items),
-            )
-        state = await self.record(task_id, record)
-        if state in TERMINAL_STATES and state != "failed":
-            return {"outcome": "stopped", "attempt": attempt}
-        outcome = "retry" if record.result["outcome"] == "retry" else record.result["outcome"]
-        return {"outcome": outcome, "attempt": attempt + 1 if outcome == "retry" else attempt}
+                Transition(
+                    from_state="working", to_state="failed", reason=f"item {item_id} failed"
+                ),
+            ],
+            report=await self.endings.report(after),
+            charge=Charge(kind="command"),
+            runs=runs,
+        )
+        self.ctx.forget(view.task_id)
+        return Concluded(failed, StepResult("failed", attempt))
 
     async def _verified(
-        self, task_id: str, item: ItemRow, attempt: int, result: CommandResult, key: str
-    ) -> StepRecord:
+        self, view: StepView, item: ItemRow, attempt: int, value: JSON, runs: int
+    ) -> Concluded:
         """Commit the workspace, plan.json/progress.md already showing the item done."""
+        result = CommandResult.from_json(value["command"])
         evidence = _evidence(result)
-        done = ItemChange(item_id=item.item_id, status="done", attempts=attempt, evidence=evidence)
-        transition = Transition(
+        key = effect_key(view.task_id, "verify", scope=item.item_id, attempt=attempt)
+        done = Transition(
             item_id=item.item_id,
             attempt=attempt,
             from_state="verifying",
             to_state="done",
             reason=f"verified: `{item.verify_command}` exited 0",
+            at=datetime.now(UTC),
         )
         items = [
             dataclasses.replace(i, status="done", attempts=attempt, evidence=evidence)
             if i.item_id == item.item_id
             else i
-            for i in await self.store.get_items(task_id)
+            for i in view.items
         ]
-        transitions = await self.store.get_transitions(task_id)
-        pending = TransitionRow(
-            seq=transitions[-1].seq + 1 if transitions else 1,
-            item_id=item.item_id,
-            attempt=attempt,
-            from_state="verifying",
-            to_state="done",
-            reason=transition.reason,
-            at=datetime.now(UTC),
-        )
-        await self._render(task_id, items, [*transitions, pending])
-        ws = self.workspace(task_id)
-        _, previous = await self.store.workspace_record(task_id)
+        await self.ctx.render(view, items, [done])
+        ws = self.ctx.workspace(view.task_id)
+        previous = view.checkpoint_sha
         sha = await ws.commit(
             f"Item {item.item_id}: {item.title}\n\nVerified by `{item.verify_command}` (exit 0).",
             key,
         )
-        return StepRecord(
+        record = StepRecord(
             effect_key=key,
             step="verify",
-            result={"command": result.as_json(), "outcome": "done", "commit": sha},
-            item=dataclasses.replace(done, commit_sha=sha),
-            transitions=[transition],
+            result={**value, "outcome": "done", "commit": sha},
+            item=ItemChange(
+                item_id=item.item_id,
+                status="done",
+                attempts=attempt,
+                evidence=evidence,
+                commit_sha=sha,
+            ),
+            transitions=[done],
             # Equal when this step already recorded its checkpoint before a crash.
             checkpoint=None
             if sha == previous
             else Checkpoint(sha=sha, bundle=await ws.bundle_since(previous)),
+            charge=Charge(kind="command"),
+            runs=runs,
         )
+        return Concluded(record, StepResult("done", attempt))
 
-    async def _report(self, task_id: str, items: list[ItemRow] | None = None) -> JSON:
-        """The final report from the stored items, the commits and the budget ledger."""
-        return build_report(
-            items if items is not None else await self.store.get_items(task_id),
-            await self.workspace(task_id).files_changed_since_start(),
-            await self.guard.budgets.budget_status(task_id),
-        )
+    # ---- the end ------------------------------------------------------------------------
 
-    async def _end(
-        self,
-        task_id: str,
-        *,
-        step: str,
-        state: str,
-        text: str,
-        reason: str,
-        metadata_patch: JSON | None = None,
-    ) -> str:
-        """End the run: the final state, its reason as the last progress entry, the report."""
-        return await self.record(
-            task_id,
-            StepRecord(
-                effect_key=f"{task_id}:task:{step}",
-                step=step,
-                result={},
-                task_state=state,
-                status_text=text,
-                transitions=[Transition(to_state=state, reason=reason)],
-                report=await self._report(task_id),
-                metadata_patch=metadata_patch,
-            ),
-        )
+    async def finish(self, task_id: str) -> StepResult:
+        return await self.endings.finish(await self.ctx.view(task_id))
 
-    async def stop_for_budget(self, task_id: str, spent: Exhausted) -> JSON:
-        """A clean stop: the plan stays as it is, a final entry says where and why."""
-        await self._end(
-            task_id,
-            step="budget_stop",
-            state="failed",
-            text=f"Stopped: {spent.reason}",
-            reason=f"stopped: {spent.reason}",
-            metadata_patch={
-                "failure": {
-                    "reason": "budget_exhausted",
-                    "dimension": spent.dimension,
-                    "used": spent.used,
-                    "limit": spent.limit,
-                }
-            },
-        )
-        return {"outcome": "stopped", "stopped": True, "attempt": 0}
-
-    async def finish(self, task_id: str) -> JSON:
-        summary = build_report(await self.store.get_items(task_id))["summary"]
-        state = await self._end(
-            task_id, step="finish", state="completed", text=f"Completed: {summary}", reason=summary
-        )
-        return {"state": state}
-
-    async def fail(self, task_id: str, reason: str) -> JSON:
-        """End the run as failed when it cannot go on (its reason goes to the caller)."""
-        state = await self._end(
-            task_id, step="fail", state="failed", text=f"Failed: {reason}", reason=reason
-        )
-        return {"state": state}
+    async def fail(self, task_id: str, reason: str) -> StepResult:
+        return await self.endings.fail(await self.ctx.view(task_id), reason)

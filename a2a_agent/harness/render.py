@@ -8,9 +8,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Protocol
 
-from persistence.records import ItemRow, TransitionRow
+from persistence.records import ItemRow
+
+
+class TransitionLike(Protocol):
+    """A recorded transition, or one about to be recorded (a verified item's own `done`)."""
+
+    @property
+    def item_id(self) -> str | None: ...
+    @property
+    def attempt(self) -> int | None: ...
+    @property
+    def from_state(self) -> str | None: ...
+    @property
+    def to_state(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def at(self) -> datetime | None: ...
 
 
 def plan_document(task_id: str, goal: str, items: Sequence[ItemRow]) -> str:
@@ -35,8 +53,9 @@ def plan_document(task_id: str, goal: str, items: Sequence[ItemRow]) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def _stamp(at: datetime) -> str:
-    return at.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+def _stamp(at: datetime | None) -> str:
+    moment = (at or datetime.now(UTC)).astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _next_item(items: Sequence[ItemRow]) -> str:
@@ -47,7 +66,7 @@ def _next_item(items: Sequence[ItemRow]) -> str:
 
 
 def progress_document(
-    task_id: str, goal: str, items: Sequence[ItemRow], transitions: Sequence[TransitionRow]
+    task_id: str, goal: str, items: Sequence[ItemRow], transitions: Sequence[TransitionLike]
 ) -> str:
     lines = [
         f"# Progress: {goal}",

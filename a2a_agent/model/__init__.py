@@ -9,6 +9,9 @@ from typing import Protocol
 
 from a2a_agent.model.types import ModelRequest, ModelResponse
 
+# A current model of the installed SDK that it does not warn about (tests check both).
+DEFAULT_MODEL = "claude-sonnet-5-5"
+
 
 class Model(Protocol):
     name: str

@@ -7,10 +7,10 @@ from typing import Any
 import anthropic
 
 from a2a_agent.errors import ModelError
+from a2a_agent.model import DEFAULT_MODEL
 from a2a_agent.model.types import JSON, ModelRequest, ModelResponse, Usage
 
-# A current model of the installed SDK that it does not warn about (tests check both).
-DEFAULT_MODEL = "claude-sonnet-5-5"
+__all__ = ["DEFAULT_MODEL", "AnthropicModel"]
 
 
 class AnthropicModel:

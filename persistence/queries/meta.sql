@@ -25,3 +25,6 @@ SELECT 1 AS ok
 
 -- name: schema_version
 SELECT coalesce(max(version), 0) AS version FROM schema_migrations
+
+-- name: database_exists
+SELECT 1 FROM pg_database WHERE datname = %(name)s

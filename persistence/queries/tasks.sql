@@ -32,12 +32,6 @@ WHERE %(cursor_at)s::timestamptz IS NULL
 ORDER BY f.status_at DESC, f.task_id DESC
 LIMIT %(limit)s
 
--- name: lock_task
-SELECT state, transition_seq, event_seq, status_text
-FROM tasks
-WHERE id = %(task_id)s
-FOR UPDATE
-
 -- name: lock_owned_task
 SELECT state, transition_seq, event_seq, status_text
 FROM tasks
@@ -45,8 +39,9 @@ WHERE id = %(task_id)s AND owner = %(owner)s
 FOR UPDATE
 
 -- name: insert_transition
-INSERT INTO transitions (task_id, seq, item_id, attempt, from_state, to_state, reason)
-VALUES (%(task_id)s, %(seq)s, %(item_id)s, %(attempt)s, %(from_state)s, %(to_state)s, %(reason)s)
+INSERT INTO transitions (task_id, seq, item_id, attempt, from_state, to_state, reason, at)
+VALUES (%(task_id)s, %(seq)s, %(item_id)s, %(attempt)s, %(from_state)s, %(to_state)s, %(reason)s,
+        coalesce(%(at)s::timestamptz, clock_timestamp()))
 
 -- name: update_task_state
 UPDATE tasks
@@ -72,15 +67,6 @@ WITH changed AS (
     RETURNING id
 )
 SELECT pg_notify('a2a_task_events', id) FROM changed
-
--- name: update_item
-UPDATE items
-SET status = %(status)s, attempts = %(attempts)s,
-    evidence = coalesce(%(evidence)s::jsonb, evidence),
-    commit_sha = coalesce(%(commit_sha)s, commit_sha),
-    failures = coalesce(%(failures)s, failures),
-    updated_at = clock_timestamp()
-WHERE task_id = %(task_id)s AND item_id = %(item_id)s
 
 -- name: refresh_summary
 -- The plan artifact and metadata.progress are derived from the item rows in the same
@@ -130,53 +116,3 @@ SELECT pg_notify('a2a_task_events', %(task_id)s)
 
 -- name: events_after
 SELECT seq, body FROM events WHERE task_id = %(task_id)s AND seq > %(after)s ORDER BY seq
-
--- name: get_items
-SELECT item_id, position, title, run, verify_command, verify_timeout_s, max_attempts, status,
-       attempts, evidence, commit_sha, failures
-FROM items WHERE task_id = %(task_id)s ORDER BY position
-
--- name: get_transitions
-SELECT seq, item_id, attempt, from_state, to_state, reason, at
-FROM transitions WHERE task_id = %(task_id)s ORDER BY seq
-
--- name: get_effect
-SELECT key, status, runs, result FROM effects WHERE key = %(key)s
-
--- name: lock_effect
-SELECT key, status, runs, result FROM effects WHERE key = %(key)s FOR UPDATE
-
--- name: start_effect
-INSERT INTO effects (key, task_id, item_id, attempt, step, status)
-VALUES (%(key)s, %(task_id)s, %(item_id)s, %(attempt)s, %(step)s, 'started')
-ON CONFLICT (key) DO UPDATE SET runs = effects.runs + 1, started_at = clock_timestamp()
-WHERE effects.status = 'started'
-RETURNING key, status, runs, result
-
--- name: complete_effect
-INSERT INTO effects (key, task_id, item_id, attempt, step, status, result, completed_at)
-VALUES (%(key)s, %(task_id)s, %(item_id)s, %(attempt)s, %(step)s, 'completed', %(result)s::jsonb,
-        clock_timestamp())
-ON CONFLICT (key) DO UPDATE
-SET status = 'completed', result = excluded.result, completed_at = excluded.completed_at
-
--- name: submitted_tasks
-SELECT id AS task_id FROM tasks
-WHERE state = 'submitted' AND created_at < clock_timestamp() - make_interval(secs => %(older_than_s)s)
-ORDER BY created_at
-LIMIT 500
-
--- name: stuck_tasks
--- Runs that finished no step for stuck_after_s, or that are older than max_age_s.
-SELECT id AS task_id,
-       CASE WHEN created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s)
-            THEN 'max_age' ELSE 'no_progress' END AS why
-FROM tasks
-WHERE state IN ('submitted', 'working')
-  AND (updated_at < clock_timestamp() - make_interval(secs => %(stuck_after_s)s)
-       OR created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s))
-ORDER BY created_at
-LIMIT 100
-
--- name: task_goal
-SELECT goal FROM tasks WHERE id = %(task_id)s

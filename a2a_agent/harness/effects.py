@@ -1,0 +1,127 @@
+"""One keyed effect: the sequence every command, tool call and model call goes through.
+
+    key recorded as completed?  -> conclude from the recorded result (nothing runs again)
+    else: workspace check       -> restored? restart the item as a new attempt
+          budget check          -> exhausted? stop the run cleanly
+          mark started          -> a local marker; on record only for a re-run after a crash
+          perform               -> the effect itself
+    conclude -> one StepRecord  -> one transaction: result, runs, charge, transitions, events
+
+The `started` row of an effect the harness can foresee is written by the step before it
+(`StepRecord.then`), so the normal path costs one commit per step. Whether an effect already
+ran here is known from a small marker beside the workspace, written before it starts: a run
+found there is a crash re-run, counted and put on record before it starts again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from a2a_agent.budget import BudgetStop, Spend
+from a2a_agent.harness.context import StepContext, ended_by_others
+from a2a_agent.harness.endings import RunEndings
+from a2a_agent.harness.results import JSON, StepResult
+from persistence.records import StepRecord, StepView
+
+Integrity = Literal["tree", "checkpoint", "none"]
+
+
+@dataclass(frozen=True)
+class Effect:
+    key: str
+    step: str  # run | verify | tool | model
+    item_id: str | None
+    attempt: int | None
+    spend: Spend
+    # tree: the workspace must be as the last step recorded it (commands); checkpoint: only
+    # present (between the model's tool calls); none: the effect does not touch it (model).
+    integrity: Integrity
+
+
+@dataclass(frozen=True)
+class Concluded:
+    """What an effect's result means: the record to write and the step's result."""
+
+    record: StepRecord
+    result: StepResult
+    fingerprint: bool = True
+
+
+class EffectMarker:
+    """The effect a task last began on this machine, and which run of it that was."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def runs_of(self, key: str) -> int:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return 0
+        return int(data.get("runs", 0)) if data.get("key") == key else 0
+
+    def begin(self, key: str, runs: int) -> None:
+        # Written before the effect starts; a few bytes on local disk (a kill -9 keeps them).
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"key": key, "runs": runs}))
+        os.replace(tmp, self.path)
+
+
+class Effects:
+    def __init__(self, ctx: StepContext, endings: RunEndings) -> None:
+        self.ctx = ctx
+        self.endings = endings
+
+    def marker(self, task_id: str) -> EffectMarker:
+        return EffectMarker(self.ctx.marker_path(task_id))
+
+    async def run(
+        self,
+        view: StepView,
+        effect: Effect,
+        perform: Callable[[], Awaitable[JSON]],
+        conclude: Callable[[JSON, int], Awaitable[Concluded]],
+    ) -> StepResult:
+        """Perform `effect` at most once per key (re-run only when a crash cut it short) and
+        record what `conclude` makes of its result. `view` was read with the effect's key
+        and, unless the effect spends nothing, with the budget."""
+        recorded = view.effect
+        marker = self.marker(view.task_id)
+        if recorded is not None and recorded.status == "completed" and recorded.result is not None:
+            value, runs = recorded.result, recorded.runs
+        else:
+            ran_before = max(marker.runs_of(effect.key), recorded.runs if recorded else 0)
+            if effect.integrity != "none":
+                restored = await self.ctx.check_workspace(
+                    view, in_flight=ran_before > 0, compare_tree=effect.integrity == "tree"
+                )
+                if restored and effect.item_id is not None and effect.attempt is not None:
+                    item = view.item(effect.item_id)
+                    return await self.ctx.restart(view, item, effect.attempt, restored)
+            try:
+                await self.ctx.guard.check(view.task_id, view.budget or {}, effect.spend)
+            except BudgetStop as stop:
+                return await self.endings.budget_stop(view, stop.spent)
+            runs = ran_before + 1
+            if ran_before:
+                await self.ctx.ledger.start_effect(
+                    effect.key,
+                    view.task_id,
+                    effect.item_id,
+                    effect.attempt,
+                    effect.step,
+                    runs=runs,
+                )
+            marker.begin(effect.key, runs)
+            value = await perform()
+        concluded = await conclude(value, runs)
+        outcome = await self.ctx.record(view, concluded.record, fingerprint=concluded.fingerprint)
+        if ended_by_others(concluded.record, outcome):
+            return StepResult("stopped", effect.attempt or 0)
+        return concluded.result

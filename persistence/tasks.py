@@ -1,0 +1,237 @@
+"""The edge's side of the store: submissions, task reads, follow-ups, cancel, event reads."""
+
+from __future__ import annotations
+
+import base64
+import json
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, Protocol
+
+from persistence.cache import TaskReadCache
+from persistence.changes import apply_change, insert_items
+from persistence.db import Conn, Pool, create_pool, read, transaction
+from persistence.errors import Conflict, NotFound, StoreError
+from persistence.records import JSON, TERMINAL_STATES, NewTask, TaskPage, TaskRow, Transition
+from persistence.safe import jsonb
+from persistence.sql import q
+
+
+class TaskStore(Protocol):
+    """What the A2A edge needs from storage."""
+
+    async def create_task(self, new: NewTask) -> TaskRow: ...
+    async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None: ...
+    async def list_tasks(
+        self,
+        owner: str,
+        *,
+        context_id: str | None,
+        state: str | None,
+        after: datetime | None,
+        page_size: int,
+        cursor: str | None,
+    ) -> TaskPage: ...
+    async def append_message(self, task_id: str, owner: str, message: JSON) -> TaskRow: ...
+    async def cancel_task(self, task_id: str, owner: str, reason: str) -> TaskRow: ...
+    async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]: ...
+
+
+def _task(row: dict[str, Any]) -> TaskRow:
+    return TaskRow(
+        task_id=row["task_id"],
+        owner=row["owner"],
+        context_id=row["context_id"],
+        state=row["state"],
+        status_text=row["status_text"],
+        status_at=row["status_at"],
+        history=row["history"],
+        metadata=row["metadata"],
+        plan=row["plan"],
+        report=row["report"],
+        event_seq=row["event_seq"],
+    )
+
+
+def encode_cursor(status_at: datetime, task_id: str) -> str:
+    raw = json.dumps([status_at.isoformat(), task_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        at, task_id = json.loads(base64.urlsafe_b64decode(padded))
+        return datetime.fromisoformat(at), str(task_id)
+    except (ValueError, TypeError) as exc:
+        raise StoreError(f"page token {cursor!r} is not one this server issued") from exc
+
+
+class PostgresTaskStore:
+    """The one real TaskStore. Every public method is one statement or one transaction."""
+
+    def __init__(self, pool: Pool, cache: TaskReadCache | None = None) -> None:
+        self._pool = pool
+        self._cache = cache
+
+    def _written(self, task_id: str) -> None:
+        # Our own writes drop the cached row at once; other processes' writes via NOTIFY.
+        if self._cache is not None:
+            self._cache.invalidate(task_id)
+
+    @classmethod
+    def create_pool(cls, conninfo: str, *, max_size: int = 10) -> Pool:
+        return create_pool(conninfo, max_size=max_size)
+
+    def _tx(self) -> AbstractAsyncContextManager[Conn]:
+        return transaction(self._pool)
+
+    def _read(self) -> AbstractAsyncContextManager[Conn]:
+        return read(self._pool)
+
+    async def create_task(self, new: NewTask) -> TaskRow:
+        # Pipeline mode: the dozen statements of a submission travel in one round trip.
+        async with self._tx() as conn, conn.pipeline():
+            await conn.execute(
+                q("insert_task"),
+                {
+                    "task_id": new.task_id,
+                    "owner": new.owner,
+                    "context_id": new.context_id,
+                    "status_text": "Accepted; waiting for a worker."
+                    if new.rejection is None
+                    else None,
+                    "goal": new.goal,
+                    "first_message": jsonb(new.first_message),
+                    "metadata": jsonb(new.metadata),
+                    "budget": jsonb(new.budget),
+                },
+                prepare=True,
+            )
+            await conn.execute(q("refresh_budget"), {"task_id": new.task_id})
+            await insert_items(conn, new.task_id, new.items)
+            transitions = [Transition(to_state="submitted", reason="task received")]
+            state, text = "submitted", "Accepted; waiting for a worker."
+            if new.rejection is not None:
+                transitions.append(
+                    Transition(from_state="submitted", to_state="rejected", reason=new.rejection)
+                )
+                state, text = "rejected", new.rejection
+            await apply_change(
+                conn,
+                new.task_id,
+                transitions=transitions,
+                task_state=state,
+                status_text=text,
+                seq=0,
+                event_seq=0,
+                items_changed=bool(new.items),
+            )
+            cur = await conn.execute(q("get_task_any_owner"), {"task_id": new.task_id})
+            row = await cur.fetchone()
+        self._written(new.task_id)
+        assert row is not None
+        return _task(row)
+
+    async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None:
+        cache = self._cache
+        cached = cache.get(task_id) if cache is not None else None
+        if cached is not None:
+            return cached if owner is None or cached.owner == owner else None
+        token = cache.begin_read(task_id) if cache is not None else (0, 0)
+        found: TaskRow | None = None
+        try:
+            async with self._read() as conn:
+                cur = await conn.execute(
+                    q("get_task_any_owner"), {"task_id": task_id}, prepare=True
+                )
+                row = await cur.fetchone()
+            found = _task(row) if row else None
+        finally:
+            if cache is not None:
+                cache.end_read(task_id, token, found)
+        if found is None or (owner is not None and found.owner != owner):
+            return None
+        return found
+
+    async def list_tasks(
+        self,
+        owner: str,
+        *,
+        context_id: str | None,
+        state: str | None,
+        after: datetime | None,
+        page_size: int,
+        cursor: str | None,
+    ) -> TaskPage:
+        cursor_at, cursor_id = decode_cursor(cursor) if cursor else (None, None)
+        async with self._read() as conn:
+            cur = await conn.execute(
+                q("list_tasks"),
+                {
+                    "owner": owner,
+                    "context_id": context_id,
+                    "state": state,
+                    "after": after,
+                    "cursor_at": cursor_at,
+                    "cursor_id": cursor_id,
+                    "limit": page_size + 1,
+                },
+                prepare=True,
+            )
+            rows = await cur.fetchall()
+        total = rows[0]["total"] if rows else 0
+        tasks = [_task(r) for r in rows[:page_size]]
+        next_cursor = None
+        if len(rows) > page_size:
+            last = tasks[-1]
+            next_cursor = encode_cursor(last.status_at, last.task_id)
+        return TaskPage(tasks=tasks, total=total, next_cursor=next_cursor)
+
+    async def append_message(self, task_id: str, owner: str, message: JSON) -> TaskRow:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("lock_owned_task"), {"task_id": task_id, "owner": owner})
+            locked = await cur.fetchone()
+            if locked is None:
+                raise NotFound(task_id)
+            if locked["state"] in TERMINAL_STATES:
+                raise Conflict(f"task {task_id} is {locked['state']}")
+            await conn.execute(q("append_history"), {"task_id": task_id, "message": jsonb(message)})
+            cur = await conn.execute(q("get_task_any_owner"), {"task_id": task_id})
+            row = await cur.fetchone()
+        self._written(task_id)
+        assert row is not None
+        return _task(row)
+
+    async def cancel_task(self, task_id: str, owner: str, reason: str) -> TaskRow:
+        async with self._tx() as conn:
+            cur = await conn.execute(q("lock_owned_task"), {"task_id": task_id, "owner": owner})
+            locked = await cur.fetchone()
+            if locked is None:
+                raise NotFound(task_id)
+            if locked["state"] in TERMINAL_STATES:
+                raise Conflict(f"task {task_id} is already {locked['state']}")
+            await apply_change(
+                conn,
+                task_id,
+                transitions=[
+                    Transition(from_state=locked["state"], to_state="canceled", reason=reason)
+                ],
+                task_state="canceled",
+                status_text=reason,
+                seq=locked["transition_seq"],
+                event_seq=locked["event_seq"],
+                items_changed=False,
+            )
+            cur = await conn.execute(q("get_task_any_owner"), {"task_id": task_id})
+            row = await cur.fetchone()
+        self._written(task_id)
+        assert row is not None
+        return _task(row)
+
+    async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]:
+        async with self._read() as conn:
+            cur = await conn.execute(
+                q("events_after"), {"task_id": task_id, "after": after}, prepare=True
+            )
+            return [(r["seq"], r["body"]) for r in await cur.fetchall()]
