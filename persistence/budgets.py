@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from persistence.changes import apply_change
+from persistence.changes import TaskChange, apply_change
 from persistence.db import Pool, read, transaction
 from persistence.records import JSON, TERMINAL_STATES
 from persistence.safe import jsonb
@@ -62,11 +62,8 @@ class PostgresBudgets:
                 await apply_change(
                     conn,
                     task_id,
-                    transitions=[],
-                    task_state=locked["state"],
-                    status_text=" ".join(texts),
+                    TaskChange(state=locked["state"], status_text=" ".join(texts)),
                     seq=locked["transition_seq"],
                     event_seq=locked["event_seq"],
-                    items_changed=False,
                 )
         return new

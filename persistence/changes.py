@@ -1,123 +1,64 @@
-"""Writes shared by the store's transactions: items, transitions, status, events, charges.
-
-Each function only issues statements, so callers may run them inside a pipeline.
+"""The one way a task changes: `apply_task_change()` in functions.sql, called with a
+TaskChange as JSON. A submission, a cancel, a budget alert and every recorded step (through
+`record_step()`) go through it, so transitions, the task row, its derived summary, its events
+and the NOTIFY are written the same way everywhere, in the caller's transaction.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from persistence.db import Conn
-from persistence.records import JSON, Charge, NewItem, Transition
-from persistence.safe import jsonb, safe_optional, safe_text
+from persistence.records import JSON, NewItem, Transition
+from persistence.safe import jsonb
 from persistence.sql import q
 
 
-async def charge_step(conn: Conn, task_id: str, key: str, charge: Charge) -> None:
-    """Write a step's charge once (replacing its reservation) and refresh metadata.budget."""
-    await conn.execute(
-        q("record_charge"),
-        {
-            "key": key,
-            "task_id": task_id,
-            "kind": charge.kind,
-            "tool": charge.tool,
-            "tokens": charge.tokens,
-            "usd": charge.usd,
-            "actions": charge.actions,
-        },
-        prepare=True,
-    )
-    await conn.execute(q("refresh_budget"), {"task_id": task_id}, prepare=True)
+def transition_json(t: Transition) -> JSON:
+    data = dataclasses.asdict(t)
+    data["at"] = t.at.isoformat() if t.at is not None else None
+    return data
+
+
+@dataclass(frozen=True)
+class TaskChange:
+    """What a transaction changes on a task. `state` None keeps the status as it is."""
+
+    transitions: Sequence[Transition] = field(default_factory=list)
+    state: str | None = None
+    status_text: str | None = None
+    items_changed: bool = False
+    charged: bool = False
+    report: JSON | None = None
+    fingerprint: str | None = None
+    checkpoint_sha: str | None = None
+    metadata_patch: JSON | None = None
+
+    def as_json(self) -> JSON:
+        data: dict[str, Any] = dataclasses.asdict(self)
+        data["transitions"] = [transition_json(t) for t in self.transitions]
+        return data
+
+
+def item_json(position: int, item: NewItem) -> JSON:
+    return {"position": position, **dataclasses.asdict(item)}
 
 
 async def insert_items(conn: Conn, task_id: str, items: Sequence[NewItem]) -> None:
     for position, item in enumerate(items):
-        await conn.execute(
-            q("insert_item"),
-            {
-                "task_id": task_id,
-                "position": position,
-                "item_id": item.item_id,
-                "title": item.title,
-                "run": item.run,
-                "verify_command": item.verify_command,
-                "verify_timeout_s": item.verify_timeout_s,
-                "max_attempts": item.max_attempts,
-            },
-            prepare=True,
-        )
+        await conn.execute(q("insert_item"), {"task_id": task_id, **item_json(position, item)})
 
 
 async def apply_change(
-    conn: Conn,
-    task_id: str,
-    *,
-    transitions: Sequence[Transition],
-    task_state: str | None,
-    status_text: str | None,
-    seq: int,
-    event_seq: int,
-    items_changed: bool,
-    report: JSON | None = None,
+    conn: Conn, task_id: str, change: TaskChange, *, seq: int, event_seq: int
 ) -> None:
-    """Write transitions, the task's new status, its derived summary, its events, and the
-    NOTIFY that wakes streams and drops cached rows. `seq`/`event_seq` are the task's
-    counters as locked; each is advanced by what is written, so there is never a gap."""
-    first_event_seq = event_seq
-    for t in transitions:
-        seq += 1
-        await conn.execute(
-            q("insert_transition"),
-            {
-                "task_id": task_id,
-                "seq": seq,
-                "item_id": t.item_id,
-                "attempt": t.attempt,
-                "from_state": t.from_state,
-                "to_state": t.to_state,
-                "reason": safe_text(t.reason),
-                "at": t.at,
-            },
-            prepare=True,
-        )
-    if task_state is not None:
-        await conn.execute(
-            q("update_task_state"),
-            {
-                "task_id": task_id,
-                "state": task_state,
-                "status_text": safe_optional(status_text),
-                "transition_seq": seq,
-            },
-            prepare=True,
-        )
-    elif transitions:
-        await conn.execute(
-            q("set_transition_seq"), {"task_id": task_id, "transition_seq": seq}, prepare=True
-        )
-    if report is not None:
-        await conn.execute(q("set_report"), {"task_id": task_id, "report": jsonb(report)})
-    if items_changed:
-        await conn.execute(q("refresh_summary"), {"task_id": task_id}, prepare=True)
-        event_seq += 1
-        await conn.execute(
-            q("insert_artifact_event"),
-            {"task_id": task_id, "seq": event_seq, "name": "plan"},
-            prepare=True,
-        )
-    if report is not None:
-        event_seq += 1
-        await conn.execute(
-            q("insert_artifact_event"), {"task_id": task_id, "seq": event_seq, "name": "report"}
-        )
-    if task_state is not None:
-        event_seq += 1
-        await conn.execute(
-            q("insert_status_event"), {"task_id": task_id, "seq": event_seq}, prepare=True
-        )
-    if event_seq != first_event_seq:
-        await conn.execute(
-            q("set_event_seq"), {"task_id": task_id, "event_seq": event_seq}, prepare=True
-        )
-    await conn.execute(q("notify_task"), {"task_id": task_id}, prepare=True)
+    """Write `change`. `seq`/`event_seq` are the task's counters as locked; each is advanced
+    by what is written, so there is never a gap."""
+    await conn.execute(
+        q("apply_task_change"),
+        {"task_id": task_id, "change": jsonb(change.as_json()), "seq": seq, "event_seq": event_seq},
+        prepare=True,
+    )

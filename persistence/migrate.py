@@ -40,6 +40,10 @@ def fresh_schema() -> str:
     return resources.files("persistence").joinpath("schema.sql").read_text()
 
 
+def functions() -> str:
+    return resources.files("persistence").joinpath("functions.sql").read_text()
+
+
 def latest_version() -> int:
     return migrations()[-1].version
 
@@ -80,6 +84,7 @@ async def _migrate(conninfo: str, *, step_by_step: bool) -> list[int]:
             tables_present = bool(row and row[0])
             if not applied and not tables_present and not step_by_step:
                 await conn.execute(_read_sql(fresh_schema()))
+                await conn.execute(_read_sql(functions()))
                 for m in all_migrations:
                     await conn.execute(q("record_version"), {"version": m.version, "name": m.name})
                 return [m.version for m in all_migrations]
@@ -94,6 +99,9 @@ async def _migrate(conninfo: str, *, step_by_step: bool) -> list[int]:
                 await conn.execute(_read_sql(m.sql))
                 await conn.execute(q("record_version"), {"version": m.version, "name": m.name})
                 applied_now.append(m.version)
+        async with conn.transaction():
+            await conn.execute(q("lock_migrations"))
+            await conn.execute(_read_sql(functions()))
     return applied_now
 
 

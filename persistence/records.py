@@ -185,13 +185,15 @@ class StepRecord:
 class StepOutcome:
     """What recording a step gives back: enough to render the files without reading again.
 
-    `items` are all the task's items after the step, `transitions` the ones it wrote (empty
-    when replayed: the caller reloads them if it needs them)."""
+    `changed_items` are the item rows the step changed, as written; `items` all the task's
+    items, only where the store read them anyway (a replay, or new items); `transitions` the
+    ones it wrote (none when replayed: the caller reloads them if it needs them)."""
 
     result: JSON
     replayed: bool
     task_state: str
     items: list[ItemRow] = field(default_factory=list)
+    changed_items: list[ItemRow] = field(default_factory=list)
     transitions: list[TransitionRow] = field(default_factory=list)
 
 

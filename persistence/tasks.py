@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from persistence.cache import TaskReadCache
-from persistence.changes import apply_change, insert_items
+from persistence.changes import TaskChange, apply_change, insert_items
 from persistence.db import Conn, Pool, create_pool, read, transaction
 from persistence.errors import Conflict, NotFound, StoreError
 from persistence.records import JSON, TERMINAL_STATES, NewTask, TaskPage, TaskRow, Transition
@@ -108,7 +108,6 @@ class PostgresTaskStore:
                 },
                 prepare=True,
             )
-            await conn.execute(q("refresh_budget"), {"task_id": new.task_id})
             await insert_items(conn, new.task_id, new.items)
             transitions = [Transition(to_state="submitted", reason="task received")]
             state, text = "submitted", "Accepted; waiting for a worker."
@@ -117,16 +116,14 @@ class PostgresTaskStore:
                     Transition(from_state="submitted", to_state="rejected", reason=new.rejection)
                 )
                 state, text = "rejected", new.rejection
-            await apply_change(
-                conn,
-                new.task_id,
+            change = TaskChange(
                 transitions=transitions,
-                task_state=state,
+                state=state,
                 status_text=text,
-                seq=0,
-                event_seq=0,
                 items_changed=bool(new.items),
+                charged=True,  # metadata.budget from the start
             )
+            await apply_change(conn, new.task_id, change, seq=0, event_seq=0)
             cur = await conn.execute(q("get_task_any_owner"), {"task_id": new.task_id})
             row = await cur.fetchone()
         self._written(new.task_id)
@@ -211,17 +208,19 @@ class PostgresTaskStore:
                 raise NotFound(task_id)
             if locked["state"] in TERMINAL_STATES:
                 raise Conflict(f"task {task_id} is already {locked['state']}")
-            await apply_change(
-                conn,
-                task_id,
+            change = TaskChange(
                 transitions=[
                     Transition(from_state=locked["state"], to_state="canceled", reason=reason)
                 ],
-                task_state="canceled",
+                state="canceled",
                 status_text=reason,
+            )
+            await apply_change(
+                conn,
+                task_id,
+                change,
                 seq=locked["transition_seq"],
                 event_seq=locked["event_seq"],
-                items_changed=False,
             )
             cur = await conn.execute(q("get_task_any_owner"), {"task_id": task_id})
             row = await cur.fetchone()

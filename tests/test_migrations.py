@@ -66,3 +66,25 @@ async def test_newer_database_is_refused(make_database: Callable[[str | None], s
         conn.execute("INSERT INTO schema_migrations (version, name) VALUES (999, 'future')")
     with pytest.raises(SchemaOutdated, match="newer than this code"):
         await migrate(url)
+
+
+async def test_functions_are_the_same_after_migrations_and_fresh_install(
+    make_database: Callable[[str | None], str],
+) -> None:
+    fresh, stepwise = make_database(None), make_database(None)
+    await migrate(fresh)
+    await migrate(stepwise, step_by_step=True)
+    query = (
+        "SELECT p.proname, l.lanname, pg_get_functiondef(p.oid) FROM pg_proc p "
+        "JOIN pg_language l ON l.oid = p.prolang "
+        "WHERE p.pronamespace = 'public'::regnamespace ORDER BY 1"
+    )
+    with psycopg.connect(fresh) as a, psycopg.connect(stepwise) as b:
+        fresh_functions = a.execute(query).fetchall()
+        stepwise_functions = b.execute(query).fetchall()
+    assert {name for name, lang, _ in fresh_functions if lang == "plpgsql"} >= {
+        "apply_task_change",
+        "budget_status",
+        "record_step",
+    }
+    assert fresh_functions == stepwise_functions

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from a2a_agent.harness.files import overwrite
+
 
 @dataclass(frozen=True)
 class CommandResult:
@@ -56,7 +58,7 @@ def _note_group(pid_file: Path, pgid: int | None) -> None:
     if pgid is None:
         pid_file.unlink(missing_ok=True)
     else:
-        pid_file.write_text(str(pgid))
+        overwrite(pid_file, str(pgid))
 
 
 def kill_leftovers(pid_file: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from a2a_agent.budget import BudgetGuard
 from a2a_agent.harness.integrity import check_workspace
 from a2a_agent.harness.keys import effect_key
-from a2a_agent.harness.render import plan_document, progress_document
+from a2a_agent.harness.render import plan_document, progress_document, transition_line
 from a2a_agent.harness.results import StepResult
 from a2a_agent.harness.workspace import Workspace
 from persistence.ledger import Ledger
@@ -46,6 +46,19 @@ class HarnessConfig:
     git_timeout_s: float = 600.0
 
 
+class _Entries:
+    """A task's transitions as progress.md entries, and the last one's sequence number."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.lines: list[str] = []
+
+    def add(self, transitions: Sequence[TransitionRow]) -> None:
+        for t in transitions:
+            self.lines.append(transition_line(t))
+            self.seq = t.seq
+
+
 def ended_by_others(record: StepRecord, outcome: StepOutcome) -> bool:
     """The task is terminal, and not because of this record (canceled, or stopped while the
     step ran): the run must stop here."""
@@ -60,9 +73,9 @@ class StepContext:
         self.ledger = ledger
         self.guard = guard
         self.config = config
-        # Each task's transitions as last rendered: a step appends what it wrote instead of
-        # reading them all again.
-        self._transitions: OrderedDict[str, list[TransitionRow]] = OrderedDict()
+        # Each task's progress entries as last rendered: a step appends what it wrote instead
+        # of reading (and rendering) every transition again.
+        self._rendered: OrderedDict[str, _Entries] = OrderedDict()
 
     def workspace(self, task_id: str) -> Workspace:
         return Workspace(self.config.workspaces / task_id, git_timeout_s=self.config.git_timeout_s)
@@ -100,73 +113,80 @@ class StepContext:
     # ---- recording ----------------------------------------------------------------------
 
     async def record(
-        self, view: StepView, record: StepRecord, *, fingerprint: bool = True
+        self,
+        view: StepView,
+        record: StepRecord,
+        *,
+        fingerprint: bool = True,
+        found: str | None = None,
     ) -> StepOutcome:
         """Record a step in one transaction (with the workspace's fingerprint, unless the step
-        does not change the workspace), then render the files from what it returned."""
+        does not change the workspace; `found` if the step just took it), then render the
+        files from what the record returned."""
         if fingerprint:
-            found = await self.workspace(view.task_id).fingerprint()
+            found = found or await self.workspace(view.task_id).fingerprint()
             record = dataclasses.replace(record, fingerprint=found)
         outcome = await self.runs.record_step(view.task_id, record)
         if outcome.replayed or record.changes_files:
-            transitions = await self._after(view.task_id, outcome)
-            self._write(view.task_id, view.goal, outcome.items, transitions)
+            entries = await self._entries_after(view.task_id, outcome)
+            self._write(view.task_id, view.goal, self._items_after(view, outcome), entries)
         return outcome
+
+    @staticmethod
+    def _items_after(view: StepView, outcome: StepOutcome) -> list[ItemRow]:
+        if outcome.items:
+            return outcome.items
+        changed = {i.item_id: i for i in outcome.changed_items}
+        return [changed.get(i.item_id, i) for i in view.items]
 
     async def render(
         self, view: StepView, items: Sequence[ItemRow], pending: Sequence[Transition] = ()
     ) -> None:
         """Write plan.json and progress.md as they will be once `pending` is recorded (a
         verified item's commit holds its own `done`)."""
-        transitions = await self._cached(view.task_id)
-        self._write(view.task_id, view.goal, items, [*transitions, *pending])
+        rendered = await self._entries(view.task_id)
+        entries = [*rendered.lines, *(transition_line(t) for t in pending)]
+        self._write(view.task_id, view.goal, items, entries)
 
     def _write(
-        self,
-        task_id: str,
-        goal: str,
-        items: Sequence[ItemRow],
-        transitions: Sequence[TransitionRow | Transition],
+        self, task_id: str, goal: str, items: Sequence[ItemRow], entries: Sequence[str]
     ) -> None:
         self.workspace(task_id).write_files(
-            plan_document(task_id, goal, items),
-            progress_document(task_id, goal, items, transitions),
+            plan_document(task_id, goal, items), progress_document(task_id, goal, items, entries)
         )
 
-    async def _cached(self, task_id: str) -> list[TransitionRow]:
-        cached = self._transitions.get(task_id)
+    async def _entries(self, task_id: str) -> _Entries:
+        cached = self._rendered.get(task_id)
         if cached is None:
-            cached = await self.runs.transitions(task_id)
-            self._remember(task_id, cached)
+            cached = self._remember(task_id, await self.runs.transitions(task_id))
         else:
-            self._transitions.move_to_end(task_id)
+            self._rendered.move_to_end(task_id)
         return cached
 
-    async def _after(self, task_id: str, outcome: StepOutcome) -> list[TransitionRow]:
-        cached = self._transitions.get(task_id)
+    async def _entries_after(self, task_id: str, outcome: StepOutcome) -> list[str]:
+        cached = self._rendered.get(task_id)
         new = outcome.transitions
-        contiguous = (
+        if (
             cached is not None
             and not outcome.replayed
-            and (not new or (cached[-1].seq if cached else 0) + 1 == new[0].seq)
-        )
-        if cached is not None and contiguous:
-            cached.extend(new)
-            self._transitions.move_to_end(task_id)
-            return cached
-        fresh = await self.runs.transitions(task_id)
-        self._remember(task_id, fresh)
-        return fresh
+            and (not new or cached.seq + 1 == new[0].seq)
+        ):
+            cached.add(new)
+            self._rendered.move_to_end(task_id)
+            return cached.lines
+        return self._remember(task_id, await self.runs.transitions(task_id)).lines
 
-    def _remember(self, task_id: str, transitions: list[TransitionRow]) -> None:
-        self._transitions[task_id] = transitions
-        self._transitions.move_to_end(task_id)
-        while len(self._transitions) > CACHED_TASKS:
-            self._transitions.popitem(last=False)
+    def _remember(self, task_id: str, transitions: Sequence[TransitionRow]) -> _Entries:
+        entries = _Entries()
+        entries.add(transitions)
+        self._rendered[task_id] = entries
+        while len(self._rendered) > CACHED_TASKS:
+            self._rendered.popitem(last=False)
+        return entries
 
     def forget(self, task_id: str) -> None:
-        """The run ended here: its cached rows are no longer needed."""
-        self._transitions.pop(task_id, None)
+        """The run ended here: its cached entries are no longer needed."""
+        self._rendered.pop(task_id, None)
 
     # ---- restarting an item -------------------------------------------------------------
 

@@ -16,7 +16,6 @@ found there is a crash re-run, counted and put on record before it starts again.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Literal
 from a2a_agent.budget import BudgetStop, Spend
 from a2a_agent.harness.context import StepContext, ended_by_others
 from a2a_agent.harness.endings import RunEndings
+from a2a_agent.harness.files import overwrite
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.records import StepRecord, StepView
 
@@ -68,9 +68,7 @@ class EffectMarker:
     def begin(self, key: str, runs: int) -> None:
         # Written before the effect starts; a few bytes on local disk (a kill -9 keeps them).
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": key, "runs": runs}))
-        os.replace(tmp, self.path)
+        overwrite(self.path, json.dumps({"key": key, "runs": runs}))
 
 
 class Effects:

@@ -67,7 +67,7 @@ class PlanHarness:
         ws.clear_stale_locks()
         await ws.ensure()
         await self.ctx.render(view, view.items)
-        sha = await ws.commit("Start task: plan.json and progress.md", key)
+        sha, bundle = await ws.commit("Start task: plan.json and progress.md", key, None)
         executor = self.ctx.config.executor_id
         record = StepRecord(
             effect_key=key,
@@ -82,7 +82,7 @@ class PlanHarness:
                     reason=f"picked up by worker {executor}",
                 )
             ],
-            checkpoint=Checkpoint(sha=sha, bundle=await ws.bundle_since(None)),
+            checkpoint=Checkpoint(sha=sha, bundle=bundle) if bundle is not None else None,
         )
         outcome = await self.ctx.record(view, record)
         return StepResult("stopped") if ended_by_others(record, outcome) else StepResult.ok()
@@ -299,10 +299,10 @@ class PlanHarness:
         ]
         await self.ctx.render(view, items, [done])
         ws = self.ctx.workspace(view.task_id)
-        previous = view.checkpoint_sha
-        sha = await ws.commit(
+        sha, bundle = await ws.commit(
             f"Item {item.item_id}: {item.title}\n\nVerified by `{item.verify_command}` (exit 0).",
             key,
+            view.checkpoint_sha,
         )
         record = StepRecord(
             effect_key=key,
@@ -316,10 +316,8 @@ class PlanHarness:
                 commit_sha=sha,
             ),
             transitions=[done],
-            # Equal when this step already recorded its checkpoint before a crash.
-            checkpoint=None
-            if sha == previous
-            else Checkpoint(sha=sha, bundle=await ws.bundle_since(previous)),
+            # None when this step already recorded its checkpoint before a crash.
+            checkpoint=Checkpoint(sha=sha, bundle=bundle) if bundle is not None else None,
             charge=Charge(kind="command"),
             runs=runs,
         )

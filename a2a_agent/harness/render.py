@@ -32,10 +32,9 @@ class TransitionLike(Protocol):
 
 
 def plan_document(task_id: str, goal: str, items: Sequence[ItemRow]) -> str:
-    doc = {
-        "task_id": task_id,
-        "goal": goal,
-        "items": [
+    """The plan as JSON, one item per line (readable, and written by the C encoder)."""
+    rows = [
+        json.dumps(
             {
                 "id": i.item_id,
                 "title": i.title,
@@ -46,11 +45,16 @@ def plan_document(task_id: str, goal: str, items: Sequence[ItemRow]) -> str:
                 "verify": i.verify_command,
                 "evidence": i.evidence,
                 "commit": i.commit_sha,
-            }
-            for i in items
-        ],
-    }
-    return json.dumps(doc, indent=2) + "\n"
+            },
+            ensure_ascii=False,
+        )
+        for i in items
+    ]
+    goal_json = json.dumps(goal, ensure_ascii=False)
+    head = f'{{\n  "task_id": {json.dumps(task_id)},\n  "goal": {goal_json},\n  "items": '
+    if not rows:
+        return head + "[]\n}\n"
+    return head + "[\n" + ",\n".join(f"    {row}" for row in rows) + "\n  ]\n}\n"
 
 
 def _stamp(at: datetime | None) -> str:
@@ -65,9 +69,18 @@ def _next_item(items: Sequence[ItemRow]) -> str:
     return "nothing; every item has an outcome"
 
 
+def transition_line(t: TransitionLike) -> str:
+    """One progress entry; rendered once per transition and kept (see StepContext)."""
+    subject = "task" if t.item_id is None else f"item `{t.item_id}`"
+    attempt = f" (attempt {t.attempt})" if t.attempt else ""
+    change = t.to_state if t.from_state is None else f"{t.from_state} -> {t.to_state}"
+    return f"- {_stamp(t.at)}: {subject}{attempt} {change}: {t.reason}"
+
+
 def progress_document(
-    task_id: str, goal: str, items: Sequence[ItemRow], transitions: Sequence[TransitionLike]
+    task_id: str, goal: str, items: Sequence[ItemRow], entries: Sequence[str]
 ) -> str:
+    """progress.md from the items and the transitions' entries (`transition_line`)."""
     lines = [
         f"# Progress: {goal}",
         "",
@@ -75,11 +88,7 @@ def progress_document(
         "the newest entry is last.",
         "",
     ]
-    for t in transitions:
-        subject = "task" if t.item_id is None else f"item `{t.item_id}`"
-        attempt = f" (attempt {t.attempt})" if t.attempt else ""
-        change = t.to_state if t.from_state is None else f"{t.from_state} -> {t.to_state}"
-        lines.append(f"- {_stamp(t.at)}: {subject}{attempt} {change}: {t.reason}")
+    lines += entries
     done = sum(1 for i in items if i.status == "done")
     failed = sum(1 for i in items if i.status == "failed")
     lines += [

@@ -17,14 +17,47 @@ import zlib
 from pathlib import Path
 
 from a2a_agent.errors import AgentError
+from a2a_agent.harness.files import overwrite
 
 KEY_TRAILER = "A2A-Idempotency-Key"
 DERIVED_FILES = ("plan.json", "progress.md")
 GIT = shutil.which("git") or "git"
 # Hooks a command may have planted never run inside the harness's git calls, and neither
-# does a file-system monitor; no configuration outside the repository applies.
+# does a file-system monitor; no configuration outside the repository applies. No automatic
+# gc after a commit: it costs a process per commit, and a task's history stays small.
 GIT_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-               "-c", "commit.gpgsign=false")  # fmt: skip
+               "-c", "commit.gpgsign=false", "-c", "gc.auto=0",
+               "-c", "maintenance.auto=false")  # fmt: skip
+# Trees up to this many entries are fingerprinted on the event loop (a fraction of a
+# millisecond); larger ones in a thread, so a big checkout never holds up requests.
+INLINE_FINGERPRINT_ENTRIES = 2000
+
+
+# How many entries each workspace's tree had when last fingerprinted (bounded by the tasks
+# this process works; a forgotten one is simply fingerprinted in a thread once).
+_tree_sizes: dict[Path, int] = {}
+
+
+# Stage everything, commit with the message in file $1, write a pack of the commits after $2
+# (none: all) to stdout; git is $3, its options the rest. The pack is what `git bundle`
+# would hold; we write the bundle's header ourselves, which spares `git bundle` and the
+# pack-objects process it starts (2.9 ms against 5.5 ms, measured here).
+COMMIT_SCRIPT = """set -e
+message=$1 previous=$2 git=$3
+shift 3
+"$git" "$@" add -A
+"$git" "$@" commit -q --allow-empty --no-verify -F "$message"
+{ echo HEAD; [ -z "$previous" ] || echo "^$previous"; } |
+  exec "$git" "$@" pack-objects --revs --stdout --thin --delta-base-offset -q
+"""
+PACK = ("pack-objects", "--revs", "--stdout", "--thin", "--delta-base-offset", "-q")
+
+
+def bundle_of(pack: bytes, head: str, previous: str | None) -> bytes:
+    """A git bundle (v2) of `head` on branch main whose pack holds the commits after
+    `previous`, which a restore must already have (the bundle's prerequisite)."""
+    prerequisite = f"-{previous}\n" if previous else ""
+    return f"# v2 git bundle\n{prerequisite}{head} refs/heads/main\n\n".encode() + pack
 
 
 class WorkspaceError(AgentError):
@@ -45,8 +78,8 @@ class Workspace:
         """Where the running command's process group is noted (inside .git: never committed)."""
         return self.git_dir / "a2a-command.pid"
 
-    async def _git(self, *args: str, check: bool = True) -> str:
-        env = {
+    def _env(self) -> dict[str, str]:
+        return {
             "GIT_TERMINAL_PROMPT": "0",
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.root),
@@ -62,30 +95,38 @@ class Workspace:
             # one) when the workspace's own is missing or broken.
             "GIT_CEILING_DIRECTORIES": str(self.root.parent),
         }
+
+    async def _run(self, *argv: str, check: bool = True, stdin: bytes | None = None) -> bytes:
+        """Run git (or the commit script) in the workspace, killed after the timeout."""
         proc = await asyncio.create_subprocess_exec(
-            GIT,
-            *GIT_OPTIONS,
-            *args,
+            *argv,
             cwd=self.root,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=env,
+            env=self._env(),
         )
+        what = argv[1] if argv[0] == GIT else "commit"
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), self.git_timeout_s)
+            out, err = await asyncio.wait_for(proc.communicate(stdin), self.git_timeout_s)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
             raise WorkspaceError(
-                f"git {args[0]} did not finish within {self.git_timeout_s:g} s in {self.root}"
+                f"git {what} did not finish within {self.git_timeout_s:g} s in {self.root}"
             ) from None
         if check and proc.returncode != 0:
             raise WorkspaceError(
-                f"git {' '.join(args)} failed in {self.root}: {err.decode(errors='replace')}"
+                f"git {what} failed in {self.root}: {err.decode(errors='replace').strip()}"
             )
-        return out.decode(errors="replace").strip()
+        return out
+
+    async def _git_bytes(self, *args: str, check: bool = True, stdin: bytes | None = None) -> bytes:
+        return await self._run(GIT, *GIT_OPTIONS, *args, check=check, stdin=stdin)
+
+    async def _git(self, *args: str, check: bool = True) -> str:
+        return (await self._git_bytes(*args, check=check)).decode(errors="replace").strip()
 
     def clear_stale_locks(self) -> None:
         """Remove git lock files a killed git process left behind.
@@ -110,13 +151,7 @@ class Workspace:
 
     def write_files(self, plan_json: str, progress_md: str) -> None:
         for name, text in (("plan.json", plan_json), ("progress.md", progress_md)):
-            path = self.root / name
-            with contextlib.suppress(OSError):
-                if path.read_text() == text:
-                    continue
-            tmp = self.root / f".{name}.tmp"
-            tmp.write_text(text)
-            tmp.replace(path)
+            overwrite(self.root / name, text)
 
     # ---- reading .git without a process ---------------------------------------------
 
@@ -167,19 +202,38 @@ class Workspace:
 
     # ---- writing ------------------------------------------------------------------------
 
-    async def commit(self, message: str, key: str) -> str:
-        """Commit everything; a commit already made under `key` is returned, not repeated.
+    async def commit(
+        self, message: str, key: str, previous: str | None
+    ) -> tuple[str, bytes | None]:
+        """Commit everything and bundle the commits after checkpoint `previous`: the new
+        checkpoint's sha and bundle (None if HEAD is still `previous`). A commit already made
+        under `key` is not repeated.
 
-        The message goes through a file, so a long title never meets the argument limit.
+        Add, commit and bundle run in one shell (one spawn from this large process, three git
+        processes); the message goes through a file, so a long title never meets the
+        argument limit; the bundle comes back on stdout.
         """
         head = self.head()
         if head is not None and f"{KEY_TRAILER}: {key}" in await self._head_message(head):
-            return head
+            if head == previous:
+                return head, None
+            revs = f"{head}\n" + (f"^{previous}\n" if previous else "")
+            pack = await self._git_bytes(*PACK, stdin=revs.encode())
+            return head, bundle_of(pack, head, previous)
         message_file = self.git_dir / "A2A_COMMIT_MSG"
-        message_file.write_text(f"{message}\n\n{KEY_TRAILER}: {key}\n")
-        await self._git("add", "-A")
-        await self._git("commit", "-q", "--allow-empty", "--no-verify", "-F", str(message_file))
-        return self.head() or await self._git("rev-parse", "HEAD")
+        overwrite(message_file, f"{message}\n\n{KEY_TRAILER}: {key}\n")
+        pack = await self._run(
+            "/bin/sh",
+            "-c",
+            COMMIT_SCRIPT,
+            "commit",
+            str(message_file),
+            previous or "",
+            GIT,
+            *GIT_OPTIONS,
+        )
+        head = self.head() or await self._git("rev-parse", "HEAD")
+        return head, bundle_of(pack, head, previous)
 
     async def fingerprint(self) -> str:
         """What the working tree is, for telling whether anything changed it between steps.
@@ -190,12 +244,15 @@ class Workspace:
         """
         if not self.git_dir.exists():
             return "missing"
+        if _tree_sizes.get(self.root, INLINE_FINGERPRINT_ENTRIES + 1) <= INLINE_FINGERPRINT_ENTRIES:
+            return self._fingerprint()
         return await asyncio.to_thread(self._fingerprint)
 
     def _fingerprint(self) -> str:
         digest = hashlib.sha256(f"HEAD {self.head()}\n".encode())
         skip_top = {".git", *DERIVED_FILES}
         stack = [(self.root, "")]
+        seen = 0
         while stack:
             directory, prefix = stack.pop()
             try:
@@ -215,17 +272,13 @@ class Workspace:
                         errors="surrogateescape"
                     )
                 )
+                seen += 1
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((Path(entry.path), rel + "/"))
+        if len(_tree_sizes) > 10_000:
+            _tree_sizes.clear()
+        _tree_sizes[self.root] = seen
         return digest.hexdigest()
-
-    async def bundle_since(self, previous: str | None) -> bytes:
-        """A git bundle of HEAD, holding only the commits after `previous`."""
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "checkpoint.bundle"
-            spec = f"{previous}..main" if previous else "main"
-            await self._git("bundle", "create", "-q", str(path), spec)
-            return path.read_bytes()
 
     async def restore(self, sha: str, bundles: list[bytes]) -> None:
         """Make the workspace exactly checkpoint `sha`, rebuilding the repository if lost."""

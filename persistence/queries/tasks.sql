@@ -38,27 +38,6 @@ FROM tasks
 WHERE id = %(task_id)s AND owner = %(owner)s
 FOR UPDATE
 
--- name: insert_transition
-INSERT INTO transitions (task_id, seq, item_id, attempt, from_state, to_state, reason, at)
-VALUES (%(task_id)s, %(seq)s, %(item_id)s, %(attempt)s, %(from_state)s, %(to_state)s, %(reason)s,
-        coalesce(%(at)s::timestamptz, clock_timestamp()))
-
--- name: update_task_state
-UPDATE tasks
-SET state = %(state)s,
-    status_text = %(status_text)s,
-    status_at = clock_timestamp(),
-    transition_seq = %(transition_seq)s,
-    updated_at = clock_timestamp()
-WHERE id = %(task_id)s
-
--- name: set_transition_seq
-UPDATE tasks SET transition_seq = %(transition_seq)s, updated_at = clock_timestamp()
-WHERE id = %(task_id)s
-
--- name: set_report
-UPDATE tasks SET report = %(report)s::jsonb WHERE id = %(task_id)s
-
 -- name: append_history
 WITH changed AS (
     UPDATE tasks
@@ -67,52 +46,6 @@ WITH changed AS (
     RETURNING id
 )
 SELECT pg_notify('a2a_task_events', id) FROM changed
-
--- name: refresh_summary
--- The plan artifact and metadata.progress are derived from the item rows in the same
--- transaction that changed them, so a read never disagrees with the rows.
-UPDATE tasks t
-SET plan = CASE WHEN s.items_total = 0 THEN NULL ELSE s.plan END,
-    metadata = t.metadata || jsonb_build_object('progress', s.progress),
-    updated_at = clock_timestamp()
-FROM (
-    SELECT count(i.item_id) AS items_total,
-           jsonb_build_object(
-               'goal', t2.goal,
-               'items', coalesce(jsonb_agg(jsonb_build_object(
-                   'id', i.item_id, 'title', i.title, 'status', i.status,
-                   'attempts', i.attempts, 'verify', i.verify_command,
-                   'evidence', i.evidence, 'commit', i.commit_sha) ORDER BY i.position)
-                   FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb)) AS plan,
-           jsonb_build_object(
-               'items_total', count(i.item_id),
-               'items_done', count(*) FILTER (WHERE i.status = 'done'),
-               'items_failed', count(*) FILTER (WHERE i.status = 'failed'),
-               'current_item', (array_agg(i.item_id ORDER BY i.position)
-                   FILTER (WHERE i.status IN ('in_progress', 'verifying')))[1]) AS progress
-    FROM tasks t2 LEFT JOIN items i ON i.task_id = t2.id
-    WHERE t2.id = %(task_id)s
-    GROUP BY t2.id, t2.goal
-) s
-WHERE t.id = %(task_id)s
-
--- name: insert_status_event
-INSERT INTO events (task_id, seq, body)
-SELECT id, %(seq)s, jsonb_build_object('kind', 'status', 'state', state, 'text', status_text,
-                                      'at', status_at)
-FROM tasks WHERE id = %(task_id)s
-
--- name: insert_artifact_event
-INSERT INTO events (task_id, seq, body)
-SELECT id, %(seq)s, jsonb_build_object('kind', 'artifact', 'name', %(name)s::text,
-    'data', CASE WHEN %(name)s::text = 'plan' THEN plan ELSE report END)
-FROM tasks WHERE id = %(task_id)s
-
--- name: set_event_seq
-UPDATE tasks SET event_seq = %(event_seq)s WHERE id = %(task_id)s
-
--- name: notify_task
-SELECT pg_notify('a2a_task_events', %(task_id)s)
 
 -- name: events_after
 SELECT seq, body FROM events WHERE task_id = %(task_id)s AND seq > %(after)s ORDER BY seq

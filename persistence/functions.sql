@@ -1,0 +1,316 @@
+-- SQL functions, applied with CREATE OR REPLACE after the migrations on every `migrate`
+-- (fresh install and upgrade alike): change a function here, without a numbered migration.
+-- A change of a function's arguments or result type needs a DROP in a migration first.
+--
+-- PL/pgSQL, not LANGUAGE sql: a multi-statement SQL function is planned again on every call
+-- (0.73 ms for budget_status here), a PL/pgSQL one keeps its plan per session (0.31 ms).
+
+-- A task's budget, per dimension: used (the charges, reservations included) and limit.
+-- `p_exclude_key` leaves out one step's own reservation when that step checks before spending.
+CREATE OR REPLACE FUNCTION budget_status(p_task_id text, p_exclude_key text) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+    WITH t AS (SELECT id, budget, created_at FROM tasks WHERE id = p_task_id),
+        charges AS (
+            SELECT * FROM budget_charges WHERE task_id = p_task_id AND key <> p_exclude_key
+        ),
+        totals AS (
+            SELECT coalesce(sum(tokens), 0) AS tokens, coalesce(sum(usd), 0) AS usd,
+                   coalesce(sum(actions), 0) AS actions
+            FROM charges
+        ),
+        by_tool AS (
+            SELECT coalesce(jsonb_object_agg(tool, jsonb_build_object(
+                       'used', n, 'limit', (SELECT budget -> 'max_actions' -> tool FROM t))),
+                       '{}'::jsonb) AS tools
+            FROM (SELECT tool, sum(actions) AS n FROM charges WHERE tool IS NOT NULL
+                  GROUP BY tool) x
+        ),
+        progress AS (
+            SELECT count(*) AS steps FROM charges
+            WHERE kind <> 'reservation'
+              AND at > coalesce((SELECT max(at) FROM transitions
+                                 WHERE task_id = p_task_id AND to_state = 'done'),
+                                '-infinity'::timestamptz)
+        )
+        SELECT jsonb_build_object(
+            'usd', jsonb_build_object('used', round(totals.usd, 6), 'limit', t.budget -> 'max_usd'),
+            'tokens', jsonb_build_object('used', totals.tokens, 'limit', t.budget -> 'max_tokens'),
+            'wall_s', jsonb_build_object(
+                'used', round(extract(epoch FROM clock_timestamp() - t.created_at)::numeric, 1),
+                'limit', t.budget -> 'max_wall_s'),
+            'steps_without_progress', jsonb_build_object(
+                'used', progress.steps, 'limit', t.budget -> 'max_steps_without_progress'),
+            'actions', jsonb_build_object(
+                'used', totals.actions, 'limit', t.budget -> 'max_actions' -> '*'),
+            'actions_by_tool', by_tool.tools,
+            'limits', t.budget,
+            'alerts', (SELECT coalesce(jsonb_agg(dimension || ':' || threshold), '[]'::jsonb)
+                       FROM budget_alerts WHERE task_id = p_task_id))
+        FROM t, totals, by_tool, progress
+    );
+END
+$$;
+
+-- A task's items as the JSON the store turns into ItemRow.
+CREATE OR REPLACE FUNCTION task_items_json(p_task_id text) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'item_id', i.item_id, 'position', i.position, 'title', i.title,
+                   'run', i.run, 'verify_command', i.verify_command,
+                   'verify_timeout_s', i.verify_timeout_s, 'max_attempts', i.max_attempts,
+                   'status', i.status, 'attempts', i.attempts, 'evidence', i.evidence,
+                   'commit_sha', i.commit_sha, 'failures', i.failures) ORDER BY i.position),
+               '[]'::jsonb)
+        FROM items i WHERE i.task_id = p_task_id
+    );
+END
+$$;
+
+-- Every change to a task, written in its transaction: transitions numbered from p_seq, the
+-- task row in one UPDATE (its status when a state is given, counters, workspace record,
+-- report, metadata patch, and what is derived from the rows, so that a read never
+-- disagrees with them: the plan artifact and metadata.progress from the items,
+-- metadata.budget from the budget ledger), the stream events numbered from p_event_seq,
+-- and the NOTIFY that wakes streams and drops cached rows.
+-- p_change: {transitions: [{item_id, attempt, from_state, to_state, reason, at}], state,
+-- status_text, items_changed, charged, report, fingerprint, checkpoint_sha, metadata_patch}.
+CREATE OR REPLACE FUNCTION apply_task_change(
+    p_task_id text, p_change jsonb, p_seq integer, p_event_seq integer
+) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_transition jsonb;
+    v_seq integer := p_seq;
+    v_event integer := p_event_seq;
+    v_state text := p_change ->> 'state';
+    v_items_changed boolean := coalesce((p_change ->> 'items_changed')::boolean, false);
+    v_charged boolean := coalesce((p_change ->> 'charged')::boolean, false);
+    v_report jsonb := nullif(p_change -> 'report', 'null'::jsonb);
+    v_plan_seq integer;
+    v_report_seq integer;
+    v_status_seq integer;
+BEGIN
+    FOR v_transition IN
+        SELECT value FROM jsonb_array_elements(coalesce(p_change -> 'transitions', '[]'::jsonb))
+    LOOP
+        v_seq := v_seq + 1;
+        INSERT INTO transitions (task_id, seq, item_id, attempt, from_state, to_state, reason, at)
+        VALUES (p_task_id, v_seq, v_transition ->> 'item_id',
+                (v_transition ->> 'attempt')::integer, v_transition ->> 'from_state',
+                v_transition ->> 'to_state', v_transition ->> 'reason',
+                coalesce((v_transition ->> 'at')::timestamptz, clock_timestamp()));
+    END LOOP;
+    IF v_items_changed THEN
+        v_event := v_event + 1;
+        v_plan_seq := v_event;
+    END IF;
+    IF v_report IS NOT NULL THEN
+        v_event := v_event + 1;
+        v_report_seq := v_event;
+    END IF;
+    IF v_state IS NOT NULL THEN
+        v_event := v_event + 1;
+        v_status_seq := v_event;
+    END IF;
+    UPDATE tasks t
+    SET state = coalesce(v_state, t.state),
+        status_text = CASE WHEN v_state IS NULL THEN t.status_text
+                           ELSE p_change ->> 'status_text' END,
+        status_at = CASE WHEN v_state IS NULL THEN t.status_at ELSE clock_timestamp() END,
+        transition_seq = v_seq,
+        event_seq = v_event,
+        workspace_fingerprint = coalesce(p_change ->> 'fingerprint', t.workspace_fingerprint),
+        checkpoint_sha = coalesce(p_change ->> 'checkpoint_sha', t.checkpoint_sha),
+        report = coalesce(v_report, t.report),
+        plan = CASE WHEN NOT v_items_changed THEN t.plan
+                    WHEN s.items_total = 0 THEN NULL ELSE s.plan END,
+        metadata = t.metadata
+            || CASE WHEN v_items_changed THEN jsonb_build_object('progress', s.progress)
+                    ELSE '{}'::jsonb END
+            || CASE WHEN v_charged THEN jsonb_build_object('budget', budget_status(t.id, ''))
+                    ELSE '{}'::jsonb END
+            || coalesce(nullif(p_change -> 'metadata_patch', 'null'::jsonb), '{}'::jsonb),
+        updated_at = clock_timestamp()
+    FROM (SELECT 1) AS one
+    LEFT JOIN LATERAL (
+        SELECT count(i.item_id) AS items_total,
+               jsonb_build_object(
+                   'goal', t2.goal,
+                   'items', coalesce(jsonb_agg(jsonb_build_object(
+                       'id', i.item_id, 'title', i.title, 'status', i.status,
+                       'attempts', i.attempts, 'verify', i.verify_command,
+                       'evidence', i.evidence, 'commit', i.commit_sha) ORDER BY i.position)
+                       FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb)) AS plan,
+               jsonb_build_object(
+                   'items_total', count(i.item_id),
+                   'items_done', count(*) FILTER (WHERE i.status = 'done'),
+                   'items_failed', count(*) FILTER (WHERE i.status = 'failed'),
+                   'current_item', (array_agg(i.item_id ORDER BY i.position)
+                       FILTER (WHERE i.status IN ('in_progress', 'verifying')))[1]) AS progress
+        FROM tasks t2 LEFT JOIN items i ON i.task_id = t2.id
+        WHERE t2.id = p_task_id
+        GROUP BY t2.id, t2.goal
+    ) AS s ON v_items_changed
+    WHERE t.id = p_task_id;
+    IF v_event <> p_event_seq THEN
+        INSERT INTO events (task_id, seq, body)
+        SELECT t.id, v.seq, v.body
+        FROM tasks t
+        CROSS JOIN LATERAL (VALUES
+            (v_plan_seq, jsonb_build_object('kind', 'artifact', 'name', 'plan', 'data', t.plan)),
+            (v_report_seq,
+             jsonb_build_object('kind', 'artifact', 'name', 'report', 'data', t.report)),
+            (v_status_seq,
+             jsonb_build_object('kind', 'status', 'state', t.state, 'text', t.status_text,
+                                'at', t.status_at))
+        ) AS v (seq, body)
+        WHERE t.id = p_task_id AND v.seq IS NOT NULL;
+    END IF;
+    PERFORM pg_notify('a2a_task_events', p_task_id);
+END
+$$;
+
+-- One checkpointed step, recorded in one statement (so in one round trip, with its commit).
+-- p_step is a StepRecord as JSON (persistence/runs.py); p_bundle its checkpoint's bundle.
+-- Locks the task; a step already recorded under its effect key writes nothing and gets the
+-- recorded result back; on a terminal task only the effect and its charge are kept.
+-- Returns {replayed, state, result, changed_items, transitions, items}.
+CREATE OR REPLACE FUNCTION record_step(p_task_id text, p_step jsonb, p_bundle bytea)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_locked record;
+    v_key text := p_step ->> 'effect_key';
+    v_effect_status text;
+    v_effect_result jsonb;
+    v_item jsonb := nullif(p_step -> 'item', 'null'::jsonb);
+    v_new_items jsonb := coalesce(nullif(p_step -> 'new_items', 'null'::jsonb), '[]'::jsonb);
+    v_charge jsonb := nullif(p_step -> 'charge', 'null'::jsonb);
+    v_call jsonb := nullif(p_step -> 'model_call', 'null'::jsonb);
+    v_then jsonb := nullif(p_step -> 'then', 'null'::jsonb);
+    v_changed jsonb := '[]'::jsonb;
+    v_one jsonb;
+    v_terminal boolean;
+BEGIN
+    SELECT state, transition_seq, event_seq, status_text INTO v_locked
+    FROM tasks WHERE id = p_task_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    SELECT status, result INTO v_effect_status, v_effect_result FROM effects WHERE key = v_key;
+    IF v_effect_status = 'completed' THEN
+        RETURN jsonb_build_object('replayed', true, 'state', v_locked.state,
+                                  'result', v_effect_result,
+                                  'items', task_items_json(p_task_id));
+    END IF;
+    IF v_charge IS NOT NULL THEN
+        INSERT INTO budget_charges (key, task_id, kind, tool, tokens, usd, actions)
+        VALUES (v_key, p_task_id, v_charge ->> 'kind', v_charge ->> 'tool',
+                (v_charge ->> 'tokens')::bigint, (v_charge ->> 'usd')::numeric,
+                (v_charge ->> 'actions')::integer)
+        ON CONFLICT (key) DO UPDATE
+        SET kind = excluded.kind, tool = excluded.tool, tokens = excluded.tokens,
+            usd = excluded.usd, actions = excluded.actions, at = clock_timestamp()
+        WHERE budget_charges.kind = 'reservation';
+    END IF;
+    v_terminal := v_locked.state IN ('completed', 'failed', 'canceled', 'rejected');
+    IF NOT v_terminal THEN
+        INSERT INTO items (task_id, position, item_id, title, run, verify_command,
+                           verify_timeout_s, max_attempts)
+        SELECT p_task_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
+               n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
+               (n.x ->> 'max_attempts')::integer
+        FROM jsonb_array_elements(v_new_items) WITH ORDINALITY AS n (x, ord);
+        IF v_item IS NOT NULL THEN
+            UPDATE items
+            SET status = v_item ->> 'status', attempts = (v_item ->> 'attempts')::integer,
+                evidence = coalesce(nullif(v_item -> 'evidence', 'null'::jsonb), evidence),
+                commit_sha = coalesce(v_item ->> 'commit_sha', commit_sha),
+                failures = coalesce((v_item ->> 'failures')::integer, failures),
+                updated_at = clock_timestamp()
+            WHERE task_id = p_task_id AND item_id = v_item ->> 'item_id'
+            RETURNING jsonb_build_object(
+                'item_id', item_id, 'position', position, 'title', title, 'run', run,
+                'verify_command', verify_command, 'verify_timeout_s', verify_timeout_s,
+                'max_attempts', max_attempts, 'status', status, 'attempts', attempts,
+                'evidence', evidence, 'commit_sha', commit_sha, 'failures', failures)
+            INTO v_one;
+            v_changed := jsonb_build_array(v_one);
+        END IF;
+        IF p_bundle IS NOT NULL THEN
+            INSERT INTO checkpoints (task_id, seq, sha, bundle)
+            SELECT p_task_id, coalesce(max(seq), 0) + 1, p_step ->> 'checkpoint_sha', p_bundle
+            FROM checkpoints WHERE task_id = p_task_id;
+        END IF;
+        IF v_call IS NOT NULL THEN
+            INSERT INTO model_calls (key, task_id, item_id, attempt, purpose, model, stop_reason,
+                                     input_tokens, output_tokens, cache_read_tokens,
+                                     cache_write_tokens)
+            VALUES (v_key, p_task_id, p_step ->> 'effect_item_id',
+                    (p_step ->> 'effect_attempt')::integer, v_call ->> 'purpose',
+                    v_call ->> 'model', v_call ->> 'stop_reason',
+                    (v_call ->> 'input_tokens')::integer, (v_call ->> 'output_tokens')::integer,
+                    (v_call ->> 'cache_read_tokens')::integer,
+                    (v_call ->> 'cache_write_tokens')::integer)
+            ON CONFLICT (key) DO NOTHING;
+        END IF;
+        PERFORM apply_task_change(
+            p_task_id,
+            jsonb_build_object(
+                -- A task-level transition without a from-state starts from the locked state.
+                'transitions', (
+                    SELECT coalesce(jsonb_agg(
+                        CASE WHEN n.x ->> 'item_id' IS NULL AND n.x ->> 'from_state' IS NULL
+                             THEN n.x || jsonb_build_object('from_state', v_locked.state)
+                             ELSE n.x END ORDER BY n.ord), '[]'::jsonb)
+                    FROM jsonb_array_elements(coalesce(p_step -> 'transitions', '[]'::jsonb))
+                         WITH ORDINALITY AS n (x, ord)),
+                'state', p_step -> 'task_state',
+                'status_text', coalesce(nullif(p_step -> 'status_text', 'null'::jsonb),
+                                        to_jsonb(v_locked.status_text)),
+                'items_changed', v_item IS NOT NULL OR jsonb_array_length(v_new_items) > 0,
+                'charged', v_charge IS NOT NULL,
+                'report', p_step -> 'report',
+                'fingerprint', p_step -> 'fingerprint',
+                'checkpoint_sha', CASE WHEN p_bundle IS NOT NULL
+                                       THEN p_step -> 'checkpoint_sha' END,
+                'metadata_patch', p_step -> 'metadata_patch'),
+            v_locked.transition_seq,
+            v_locked.event_seq);
+    ELSE
+        PERFORM pg_notify('a2a_task_events', p_task_id);
+    END IF;
+    INSERT INTO effects (key, task_id, item_id, attempt, step, status, runs, result, completed_at)
+    VALUES (v_key, p_task_id, p_step ->> 'effect_item_id', (p_step ->> 'effect_attempt')::integer,
+            p_step ->> 'step', 'completed', (p_step ->> 'runs')::integer, p_step -> 'result',
+            clock_timestamp())
+    ON CONFLICT (key) DO UPDATE
+    SET status = 'completed', result = excluded.result, completed_at = excluded.completed_at,
+        runs = greatest(effects.runs, excluded.runs);
+    IF v_then IS NOT NULL AND NOT v_terminal THEN
+        INSERT INTO effects (key, task_id, item_id, attempt, step, status, runs)
+        VALUES (v_then ->> 'key', p_task_id, v_then ->> 'item_id',
+                (v_then ->> 'attempt')::integer, v_then ->> 'step', 'started', 0)
+        ON CONFLICT (key) DO NOTHING;
+    END IF;
+    RETURN jsonb_build_object(
+        'replayed', false,
+        'state', CASE WHEN v_terminal THEN v_locked.state
+                      ELSE coalesce(p_step ->> 'task_state', v_locked.state) END,
+        'result', p_step -> 'result',
+        'changed_items', v_changed,
+        'transitions', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'seq', tr.seq, 'item_id', tr.item_id, 'attempt', tr.attempt,
+                       'from_state', tr.from_state, 'to_state', tr.to_state,
+                       'reason', tr.reason, 'at', tr.at) ORDER BY tr.seq), '[]'::jsonb)
+            FROM transitions tr
+            WHERE tr.task_id = p_task_id AND tr.seq > v_locked.transition_seq),
+        'items', CASE WHEN jsonb_array_length(v_new_items) > 0
+                      THEN task_items_json(p_task_id) END);
+END
+$$;
