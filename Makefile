@@ -2,39 +2,50 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
+# `make run` installs what the service needs; `make test` adds the tools that check it.
+RUN_STAMP := $(VENV)/.installed-run-$(SUM)
+DEV_STAMP := $(VENV)/.installed-dev-$(SUM)
 
 .PHONY: run test test-fast lint typecheck bench install clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	rm -f $(VENV)/.installed-run-*
+	touch $(RUN_STAMP)
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.installed-*
-	touch $(STAMP)
+	touch $(DEV_STAMP) $(RUN_STAMP)
 
-install: $(STAMP)
+install: $(RUN_STAMP)
 
 ## Serve the A2A API and a worker on 127.0.0.1:8000 (embedded PostgreSQL unless DATABASE_URL is set).
-run: install
+run: $(RUN_STAMP)
 	$(BIN)/a2a-agent serve
 
-lint: install
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: install
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-## The whole suite: lint, type check, and every test including the slow crash tests.
+## The whole suite: lint, type check, and every test, including the slow crash tests and
+## the wheel built, installed in a fresh virtual environment and served from.
 test: lint typecheck
 	$(BIN)/pytest
 
-## Everything but the slow crash tests.
+## Everything but the slow tests.
 test-fast: lint typecheck
 	$(BIN)/pytest -m "not slow"
 
-bench: install
+bench: $(DEV_STAMP)
 	$(BIN)/python bench/checkpoint_overhead.py
 
 clean:

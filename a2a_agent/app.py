@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from a2a_agent.edge.fast_reads import FastGetTask
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake
 from a2a_agent.errors import ConfigError
@@ -95,4 +96,5 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
+    app.add_middleware(FastGetTask, handler=handler, path=JSONRPC_PATH)
     return app

@@ -14,7 +14,7 @@ import uvicorn
 from dbos import run_dbos_database_migrations
 
 from a2a_agent.database import resolve_database_url, sqlalchemy_url
-from a2a_agent.errors import AgentError
+from a2a_agent.errors import AgentError, ConfigError
 from a2a_agent.nanny import supervise
 from a2a_agent.runtime import Runtime
 from a2a_agent.settings import Settings
@@ -64,6 +64,30 @@ def _run(args: argparse.Namespace, child: Callable[[], int]) -> int:
     return guarded() if args.no_supervise else supervise(guarded)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening TCP socket, made with its protocol named.
+
+    asyncio sets TCP_NODELAY only on sockets whose `proto` is IPPROTO_TCP; `create_server`
+    (and uvicorn's `fd=`) leave it 0, so Nagle's algorithm met the client's delayed ACK and
+    held every keep-alive response back 40 ms (GetTask p50 43.5 ms with one connection).
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc}") from exc
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc}") from exc
+    return sock
+
+
 def _run_worker(settings: Settings, conninfo: str) -> int:
     asyncio.run(_worker(settings, conninfo))
     return 0
@@ -110,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # The listening socket belongs to the parent, so it survives a replaced child and
         # requests queue in its backlog meanwhile.
-        sock = socket.create_server((settings.host, settings.port), reuse_port=False)
+        sock = _listen(settings.host, settings.port)
         print(
             f"a2a-agent serving on http://{settings.host}:{settings.port} "
             f"(card at /.well-known/agent-card.json; worker: {settings.run_worker})",
@@ -119,7 +143,14 @@ def main(argv: list[str] | None = None) -> int:
 
         def serve() -> int:
             app = create_app(settings, conninfo)
-            uvicorn.run(app, fd=sock.fileno(), log_level="warning", timeout_graceful_shutdown=10)
+            config = uvicorn.Config(
+                app,
+                log_level="warning",
+                timeout_graceful_shutdown=10,
+                http=settings.http,
+                loop="asyncio",  # not uvloop: it forks the whole process for every command
+            )
+            uvicorn.Server(config).run(sockets=[sock])
             return 0
 
         return _run(args, serve)

@@ -7,6 +7,7 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ from a2a_agent.model import DEFAULT_MODEL
 
 # Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
 # cannot express; every in-flight run is recovered only by a process with the same version.
-APPLICATION_VERSION = "a2a-agent-1"
+APPLICATION_VERSION = "a2a-agent-2"  # 2: typed step results (issue 8)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# Shipped in the package (a copy of the repository's agent_card.json); A2A_AGENT_CARD overrides.
+PACKAGED_CARD = Path(str(resources.files("a2a_agent").joinpath("agent_card.json")))
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
@@ -51,6 +53,13 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
     if value <= 0:
         raise ConfigError(f"{name} must be positive, got {value}")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = env.get(name) or default
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     return value
 
 
@@ -95,7 +104,7 @@ class Settings:
     shutdown_grace_s: float = 30.0
     stuck_after_s: float = 3600.0
     max_run_age_s: float = 7 * 24 * 3600.0
-    agent_card_path: Path = field(default_factory=lambda: REPO_ROOT / "agent_card.json")
+    agent_card_path: Path = PACKAGED_CARD
     command_env: Mapping[str, str] = field(default_factory=dict)
     db_pool_max: int = 10
     anthropic_api_key: str | None = field(default=None, repr=False)
@@ -113,6 +122,7 @@ class Settings:
     prices: Mapping[str, Prices] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     budget_pause_pct: int = 80
     fault_file: Path | None = None
+    http: str = "httptools"
 
     @property
     def workspaces(self) -> Path:
@@ -154,7 +164,7 @@ class Settings:
             shutdown_grace_s=_float(env, "A2A_AGENT_SHUTDOWN_GRACE_S", 30.0),
             stuck_after_s=_float(env, "A2A_AGENT_STUCK_AFTER_S", 3600.0),
             max_run_age_s=_float(env, "A2A_AGENT_MAX_RUN_AGE_S", 7 * 24 * 3600.0),
-            agent_card_path=Path(env.get("A2A_AGENT_CARD") or REPO_ROOT / "agent_card.json"),
+            agent_card_path=Path(env.get("A2A_AGENT_CARD") or PACKAGED_CARD),
             command_env=command_env,
             db_pool_max=_int(env, "A2A_AGENT_DB_POOL_MAX", 10, minimum=2),
             anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,

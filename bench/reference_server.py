@@ -160,6 +160,7 @@ def main() -> None:
     parser.add_argument(
         "--complete", action="store_true", help="the executor also completes each task"
     )
+    parser.add_argument("--http", choices=["h11", "httptools"], default="h11")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     url = f"http://{args.host}:{args.port}/"
@@ -168,7 +169,7 @@ def main() -> None:
     if store == "postgres":
         store += f" ({async_sqlalchemy_url(args.database_url).split('://', 1)[0]})"
     print(f"a2a-sdk reference server on {url} (store: {store})", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", http=args.http)
 
 
 if __name__ == "__main__":

@@ -278,8 +278,9 @@ class Bench:
         self.results.append(r)
         print(f"  {r.server:<22} {operation:<30} {r.rps:8.1f} req/s  p99 {r.p99_ms:7.1f} ms")
 
-    def measure_reference(self, store: str) -> None:
+    def measure_reference(self, store: str, http: str = "h11") -> None:
         argv = [PYTHON, str(ROOT / "bench" / "reference_server.py"), "--store", store]
+        argv += ["--http", http]
         env: dict[str, str] = {}
         database = None
         if store == "postgres":
@@ -289,7 +290,8 @@ class Bench:
             site = Path(self.args.extra, "lib", version, "site-packages")
             if site.is_dir():
                 env["PYTHONPATH"] = str(site)
-        with self.server(f"reference ({store})", argv, env, database) as target:
+        label = f"reference ({store}{', httptools' if http == 'httptools' else ''})"
+        with self.server(label, argv, env, database) as target:
             self.wrk(target, "GetTask", rpc_body("GetTask", {"id": self.seed(target.port)}))
             self.wrk(target, "SendMessage returnImmediately", send_body("@@", PLAN_PARTS))
 
@@ -336,7 +338,8 @@ class Bench:
         a = self.args
         print(f"\nwrk -t1 -c{a.connections} -d{a.duration}s (after {a.warmup}s warm-up);", end=" ")
         print(f"servers on core {a.server_core}, wrk on core {a.load_core} of {os.cpu_count()};")
-        print("PostgreSQL unpinned; uvicorn defaults (h11, asyncio loop) for both servers\n")
+        print("PostgreSQL unpinned; asyncio loop for all; HTTP parser: h11 (uvicorn's default)")
+        print("for the reference unless it says httptools, httptools for ours (its setting)\n")
         print(
             f"{'server':<22} {'operation':<30} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7}"
             f" {'errors':>6} {'B/resp':>6} {'srv cpu':>7} {'srv ms/req':>10} {'db ms/req':>9}"
@@ -442,6 +445,7 @@ def main() -> int:
     try:
         print("measuring (each server alone on its core):")
         bench.measure_reference("memory")
+        bench.measure_reference("memory", "httptools")  # ours serves with httptools
         if not args.no_reference_postgres:
             bench.measure_reference("postgres")
         bench.measure_ours()

@@ -47,11 +47,6 @@ def item_json(position: int, item: NewItem) -> JSON:
     return {"position": position, **dataclasses.asdict(item)}
 
 
-async def insert_items(conn: Conn, task_id: str, items: Sequence[NewItem]) -> None:
-    for position, item in enumerate(items):
-        await conn.execute(q("insert_item"), {"task_id": task_id, **item_json(position, item)})
-
-
 async def apply_change(
     conn: Conn, task_id: str, change: TaskChange, *, seq: int, event_seq: int
 ) -> None:

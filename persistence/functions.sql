@@ -314,3 +314,60 @@ BEGIN
                       THEN task_items_json(p_task_id) END);
 END
 $$;
+
+-- A task row as the JSON the store turns into TaskRow.
+CREATE OR REPLACE FUNCTION task_json(p_task_id text) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT jsonb_build_object(
+                   'task_id', id, 'owner', owner, 'context_id', context_id, 'state', state,
+                   'status_text', status_text, 'status_at', status_at, 'history', history,
+                   'metadata', metadata, 'plan', plan, 'report', report, 'event_seq', event_seq)
+        FROM tasks WHERE id = p_task_id
+    );
+END
+$$;
+
+-- A submission in one statement: the task row, its items, transition 1 (and a rejection when
+-- there is one), the derived summary and budget, events and NOTIFY; returns the row as JSON.
+-- p_task: {task_id, owner, context_id, goal, first_message, metadata, budget, items,
+-- rejection}.
+CREATE OR REPLACE FUNCTION create_task(p_task jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id text := p_task ->> 'task_id';
+    v_rejection text := p_task ->> 'rejection';
+    v_items jsonb := coalesce(p_task -> 'items', '[]'::jsonb);
+    v_transitions jsonb := jsonb_build_array(
+        jsonb_build_object('to_state', 'submitted', 'reason', 'task received'));
+    v_accepted text := 'Accepted; waiting for a worker.';
+BEGIN
+    INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget)
+    VALUES (v_id, p_task ->> 'owner', p_task ->> 'context_id', 'submitted',
+            CASE WHEN v_rejection IS NULL THEN v_accepted END, p_task ->> 'goal',
+            jsonb_build_array(p_task -> 'first_message'), p_task -> 'metadata',
+            p_task -> 'budget');
+    INSERT INTO items (task_id, position, item_id, title, run, verify_command,
+                       verify_timeout_s, max_attempts)
+    SELECT v_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
+           n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
+           (n.x ->> 'max_attempts')::integer
+    FROM jsonb_array_elements(v_items) WITH ORDINALITY AS n (x, ord);
+    IF v_rejection IS NOT NULL THEN
+        v_transitions := v_transitions || jsonb_build_array(jsonb_build_object(
+            'from_state', 'submitted', 'to_state', 'rejected', 'reason', v_rejection));
+    END IF;
+    PERFORM apply_task_change(
+        v_id,
+        jsonb_build_object(
+            'transitions', v_transitions,
+            'state', CASE WHEN v_rejection IS NULL THEN 'submitted' ELSE 'rejected' END,
+            'status_text', coalesce(v_rejection, v_accepted),
+            'items_changed', jsonb_array_length(v_items) > 0,
+            'charged', true),  -- metadata.budget from the start
+        0,
+        0);
+    RETURN task_json(v_id);
+END
+$$;

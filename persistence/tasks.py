@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from persistence.cache import TaskReadCache
-from persistence.changes import TaskChange, apply_change, insert_items
+from persistence.changes import TaskChange, apply_change, item_json
 from persistence.db import Conn, Pool, create_pool, read, transaction
 from persistence.errors import Conflict, NotFound, StoreError
 from persistence.records import JSON, TERMINAL_STATES, NewTask, TaskPage, TaskRow, Transition
@@ -90,45 +90,25 @@ class PostgresTaskStore:
         return read(self._pool)
 
     async def create_task(self, new: NewTask) -> TaskRow:
-        # Pipeline mode: the dozen statements of a submission travel in one round trip.
-        async with self._tx() as conn, conn.pipeline():
-            await conn.execute(
-                q("insert_task"),
-                {
-                    "task_id": new.task_id,
-                    "owner": new.owner,
-                    "context_id": new.context_id,
-                    "status_text": "Accepted; waiting for a worker."
-                    if new.rejection is None
-                    else None,
-                    "goal": new.goal,
-                    "first_message": jsonb(new.first_message),
-                    "metadata": jsonb(new.metadata),
-                    "budget": jsonb(new.budget),
-                },
-                prepare=True,
-            )
-            await insert_items(conn, new.task_id, new.items)
-            transitions = [Transition(to_state="submitted", reason="task received")]
-            state, text = "submitted", "Accepted; waiting for a worker."
-            if new.rejection is not None:
-                transitions.append(
-                    Transition(from_state="submitted", to_state="rejected", reason=new.rejection)
-                )
-                state, text = "rejected", new.rejection
-            change = TaskChange(
-                transitions=transitions,
-                state=state,
-                status_text=text,
-                items_changed=bool(new.items),
-                charged=True,  # metadata.budget from the start
-            )
-            await apply_change(conn, new.task_id, change, seq=0, event_seq=0)
-            cur = await conn.execute(q("get_task_any_owner"), {"task_id": new.task_id})
+        """The whole submission in one statement (`create_task()` in functions.sql)."""
+        task = {
+            "task_id": new.task_id,
+            "owner": new.owner,
+            "context_id": new.context_id,
+            "goal": new.goal,
+            "first_message": new.first_message,
+            "metadata": new.metadata,
+            "budget": new.budget,
+            "items": [item_json(n, i) for n, i in enumerate(new.items)],
+            "rejection": new.rejection,
+        }
+        async with self._read() as conn:  # autocommit: the statement is the transaction
+            cur = await conn.execute(q("create_task"), {"task": jsonb(task)}, prepare=True)
             row = await cur.fetchone()
         self._written(new.task_id)
-        assert row is not None
-        return _task(row)
+        assert row is not None and row["task"] is not None
+        data = row["task"]
+        return _task({**data, "status_at": datetime.fromisoformat(data["status_at"])})
 
     async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None:
         cache = self._cache

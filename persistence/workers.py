@@ -6,7 +6,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from persistence.db import Pool, transaction
+from persistence.db import Pool, read, transaction
 from persistence.errors import Conflict
 from persistence.sql import q
 
@@ -70,18 +70,21 @@ class WorkerRegistry:
             await conn.execute(q("upsert_worker"), self._params())
 
     async def heartbeat(self) -> bool:
-        """Refresh our heartbeat; False if another process has claimed our executor id."""
-        async with transaction(self._pool) as conn:
+        """Refresh our heartbeat; False if another process has claimed our executor id.
+
+        One autocommit statement: the row is locked only while the server runs it, so a
+        process frozen at any moment (SIGSTOP, a VM stall) never holds its row locked."""
+        async with read(self._pool) as conn:
             cur = await conn.execute(q("heartbeat"), self._params(), prepare=True)
             return await cur.fetchone() is not None
 
     async def mark_stopped(self) -> None:
         """A clean exit: let a live worker take over our runs now, not after the timeout."""
-        async with transaction(self._pool) as conn:
+        async with read(self._pool) as conn:
             await conn.execute(q("mark_stopped"), self._params())
 
     async def is_fresh(self) -> bool:
-        async with transaction(self._pool) as conn:
+        async with read(self._pool) as conn:
             cur = await conn.execute(q("get_worker"), self._params())
             row = await cur.fetchone()
         return bool(row and row["fresh"] and row["pid"] == self.me.pid)
@@ -95,6 +98,11 @@ class WorkerRegistry:
         """
         handed: dict[str, int] = {}
         async with transaction(self._pool) as conn:
+            # A janitor frozen half-way must not hold the lock (and the rows) for good: the
+            # server ends its session once it idles in this transaction past the timeout.
+            await conn.execute(
+                q("janitor_session_timeout"), {"ms": int(max(self.timeout_s, 5.0) * 1000)}
+            )
             cur = await conn.execute(q("try_janitor_lock"))
             locked = await cur.fetchone()
             if not locked or not locked["locked"]:

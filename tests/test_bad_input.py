@@ -292,3 +292,24 @@ def test_budget_only_in_the_first_message(server: tuple[AgentProcess, str]) -> N
     follow_up = message({"data": {"budget": {"max_usd": 1}}}, task_id=task_id)
     assert "first message" in error_of(send(process, follow_up), INVALID_PARAMS)
     rpc(process, "CancelTask", {"id": task_id})
+
+
+def test_nul_characters_are_refused_and_nothing_is_stored(
+    server: tuple[AgentProcess, str],
+) -> None:
+    process, url = server
+    before = count_rows(url)
+    text_body = send(process, message({"text": "do\u0000this"}))
+    assert "NUL character" in error_of(text_body, -32602)
+    plan = {"goal": "g", "items": [{**GOOD_ITEM, "run": "echo a\u0000b"}]}
+    plan_body = send(process, message(plan_part(plan)))
+    assert "NUL character" in error_of(plan_body, -32602)
+    assert "run" in plan_body["error"]["message"]
+    rest = httpx.post(
+        f"{process.url}/message:send",
+        json={"message": message({"text": "a\u0000b"})},
+        headers={"A2A-Version": "1.0"},
+        timeout=30,
+    )
+    assert rest.status_code == 400 and "NUL character" in rest.text
+    assert count_rows(url) == before

@@ -89,7 +89,10 @@ async def test_database_restart_mid_run(own_postgres: OwnPostgres, tmp_path: Pat
             while ready_status(server) != 200:
                 assert time.monotonic() < deadline, f"not ready again:\n{server.log()[-3000:]}"
                 await asyncio.sleep(0.2)
-            finished = await wait_for(client, task.id, timeout=120)
+            try:
+                finished = await wait_for(client, task.id, timeout=120)
+            except TimeoutError as exc:
+                raise AssertionError(f"the run did not finish:\n{server.log()[-6000:]}") from exc
         assert finished.status.state == TaskState.TASK_STATE_COMPLETED, server.log()[-3000:]
         assert all(i["status"] == "done" for i in plan_of(finished)["items"])
         assert_transitions_sound(url, task.id)

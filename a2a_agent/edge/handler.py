@@ -93,9 +93,9 @@ class AgentRequestHandler(RequestHandler):
         history = params.history_length if params.HasField("history_length") else None
         if history is not None and history < 0:
             raise InvalidParamsError("historyLength must be 0 or more")
-        return self._converted(await self._load(params.id, _owner(context)), history)
+        return self.task_of(await self._load(params.id, _owner(context)), history)
 
-    def _converted(self, row: TaskRow, history: int | None) -> Task:
+    def task_of(self, row: TaskRow, history: int | None) -> Task:
         """The Task for `row`, converted once per row object: the store's read cache hands out
         the same row until the task changes, and polling callers ask for it again and again.
         The SDK only serializes what we return, so sharing the object is safe."""

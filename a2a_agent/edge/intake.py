@@ -26,6 +26,25 @@ MODEL_NOT_AVAILABLE = (
 )
 
 
+def nul_in(value: Any, where: str) -> str | None:
+    """Where in `value` a string (or a key) holds a NUL character, or None."""
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in str(key):
+                return f"{where} (a key)"
+            found = nul_in(item, f"{where}.{key}")
+            if found:
+                return found
+    if isinstance(value, list):
+        for n, item in enumerate(value):
+            found = nul_in(item, f"{where}[{n}]")
+            if found:
+                return found
+    return None
+
+
 @dataclass(frozen=True)
 class Intake:
     limits: PlanLimits
@@ -44,6 +63,12 @@ class Intake:
             )
         if not message.parts:
             raise PlanError("the message has no parts; send a text part or a plan data part")
+        where = nul_in(message_to_json(message), "message")
+        if where is not None:
+            raise PlanError(
+                f"{where} contains a NUL character (\\u0000), which this agent cannot store; "
+                "remove it or encode the text"
+            )
         for n, part in enumerate(message.parts):
             kind = part.WhichOneof("content")
             if kind in ("raw", "url"):

@@ -97,6 +97,8 @@ class WorkspaceTools:
     def _path(self, raw: Any, *, must_exist: bool = False) -> Path:
         if not isinstance(raw, str) or not raw.strip():
             raise ToolInputError("path must be a non-empty string")
+        if "\x00" in raw:
+            raise ToolInputError("path contains a NUL character; no file has such a name")
         root = self.root.resolve()
         path = (root / raw).resolve()
         if path != root and root not in path.parents:
@@ -124,6 +126,8 @@ class WorkspaceTools:
     async def _call(self, name: str, args: Mapping[str, Any]) -> ToolOutcome:
         if name == "bash":
             command = self._text(args.get("command"), "command")
+            if "\x00" in command:
+                raise ToolInputError("command contains a NUL character, which a shell cannot take")
             timeout = args.get("timeout_s", 120)
             if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
                 raise ToolInputError("timeout_s must be a positive number")

@@ -150,6 +150,10 @@ class Workspace:
             await self._git("init", "-q", "-b", "main")
 
     def write_files(self, plan_json: str, progress_md: str) -> None:
+        """Write the two files rendered from rows; a lost workspace gets them again when it is
+        restored (the next step's check), so they are not written into nothing."""
+        if not self.git_dir.is_dir():
+            return
         for name, text in (("plan.json", plan_json), ("progress.md", progress_md)):
             overwrite(self.root / name, text)
 

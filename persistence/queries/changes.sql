@@ -5,3 +5,6 @@ SELECT apply_task_change(%(task_id)s, %(change)s::jsonb, %(seq)s, %(event_seq)s)
 
 -- name: record_step
 SELECT record_step(%(task_id)s, %(step)s::jsonb, %(bundle)s::bytea) AS recorded
+
+-- name: create_task
+SELECT create_task(%(task)s::jsonb) AS task

@@ -18,11 +18,6 @@ FROM tasks
 WHERE id = %(task_id)s
 FOR UPDATE
 
--- name: get_items
-SELECT item_id, position, title, run, verify_command, verify_timeout_s, max_attempts, status,
-       attempts, evidence, commit_sha, failures
-FROM items WHERE task_id = %(task_id)s ORDER BY position
-
 -- name: get_transitions
 SELECT seq, item_id, attempt, from_state, to_state, reason, at
 FROM transitions WHERE task_id = %(task_id)s ORDER BY seq

@@ -1,14 +1,3 @@
--- name: insert_task
-INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget)
-VALUES (%(task_id)s, %(owner)s, %(context_id)s, 'submitted', %(status_text)s, %(goal)s,
-        jsonb_build_array(%(first_message)s::jsonb), %(metadata)s::jsonb, %(budget)s::jsonb)
-
--- name: insert_item
-INSERT INTO items (task_id, position, item_id, title, run, verify_command, verify_timeout_s,
-                   max_attempts)
-VALUES (%(task_id)s, %(position)s, %(item_id)s, %(title)s, %(run)s, %(verify_command)s,
-        %(verify_timeout_s)s, %(max_attempts)s)
-
 -- name: get_task_any_owner
 SELECT id AS task_id, owner, context_id, state, status_text, status_at, history, metadata, plan,
        report, event_seq

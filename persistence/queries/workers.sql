@@ -19,6 +19,9 @@ RETURNING executor_id
 UPDATE workers SET heartbeat_at = 'epoch'
 WHERE executor_id = %(executor_id)s AND pid = %(pid)s AND host = %(host)s
 
+-- name: janitor_session_timeout
+SELECT set_config('idle_in_transaction_session_timeout', %(ms)s::text, true)
+
 -- name: try_janitor_lock
 SELECT pg_try_advisory_xact_lock(7272002) AS locked
 
@@ -27,7 +30,7 @@ SELECT executor_id FROM workers
 WHERE heartbeat_at < clock_timestamp() - make_interval(secs => %(timeout_s)s)
   AND executor_id <> %(executor_id)s
 ORDER BY heartbeat_at
-FOR UPDATE
+FOR UPDATE SKIP LOCKED
 
 -- name: forget_worker
 DELETE FROM workers WHERE executor_id = %(executor_id)s

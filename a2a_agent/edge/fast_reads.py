@@ -1,0 +1,163 @@
+"""GetTask over JSON-RPC without the SDK's per-request dispatch, for the plain case.
+
+Polling GetTask is the call an orchestrator makes most. For a well-formed `GetTask` (A2A
+version 1.0, params `id` and optionally `historyLength`) of a task the caller owns, this
+answers with the bytes the SDK's dispatcher would send: the task converted to its protobuf
+JSON once per stored row (the read cache hands out one row object until the task changes)
+and kept. Everything else, errors included, goes to the SDK's route unchanged, so every
+error code and message is the SDK's own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from a2a_agent.edge.handler import AgentRequestHandler
+from persistence.errors import StoreError
+from persistence.records import TaskRow
+
+MAX_BODY = 4096  # a GetTask is a few hundred bytes; anything larger goes the long way
+MAX_CACHED = 10_000
+GET_TASK_KEYS = frozenset({"id", "historyLength"})
+VERSION = b"1.0"
+
+
+def _json(value: Any) -> bytes:
+    # What Starlette's JSONResponse (the SDK's response) writes.
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+class FastGetTask:
+    """ASGI middleware: answers plain JSON-RPC GetTask calls on `path`, passes the rest on."""
+
+    def __init__(self, app: ASGIApp, handler: AgentRequestHandler, path: str = "/") -> None:
+        self.app = app
+        self.handler = handler
+        self.path = path
+        self._bodies: OrderedDict[tuple[str, int | None], tuple[TaskRow, bytes]] = OrderedDict()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+            await self.app(scope, receive, send)
+            return
+        body, whole, extra = await _read(receive)
+        answer = await self._answer(scope, body) if whole else None
+        if answer is None:
+            await self.app(scope, _replay(body, whole, extra, receive), send)
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-length", str(len(answer)).encode()),
+                    (b"content-type", b"application/json"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": answer})
+
+    async def _answer(self, scope: Scope, body: bytes) -> bytes | None:
+        if b"GetTask" not in body or _header(scope, b"a2a-version") != VERSION:
+            return None
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0":
+            return None
+        if request.get("method") != "GetTask" or set(request) - {
+            "jsonrpc",
+            "id",
+            "method",
+            "params",
+        }:
+            return None
+        request_id, params = request.get("id"), request.get("params")
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return None
+        if not isinstance(params, dict) or set(params) - GET_TASK_KEYS:
+            return None
+        task_id, history = params.get("id"), params.get("historyLength")
+        if not isinstance(task_id, str) or not task_id:
+            return None
+        if history is not None and (
+            isinstance(history, bool) or not isinstance(history, int) or history < 0
+        ):
+            return None
+        try:
+            row = await self.handler.store.get_task(task_id, _owner(scope))
+        except StoreError:
+            return None  # the SDK's route says what went wrong
+        if row is None:
+            return None
+        return (
+            b'{"result":'
+            + self._task_json(row, history)
+            + b',"id":'
+            + _json(request_id)
+            + b',"jsonrpc":"2.0"}'
+        )
+
+    def _task_json(self, row: TaskRow, history: int | None) -> bytes:
+        key = (row.task_id, history)
+        hit = self._bodies.get(key)
+        if hit is not None and hit[0] is row:
+            return hit[1]
+        task = self.handler.task_of(row, history)
+        data = _json(MessageToDict(task, preserving_proto_field_name=False))
+        self._bodies[key] = (row, data)
+        self._bodies.move_to_end(key)
+        if len(self._bodies) > MAX_CACHED:
+            self._bodies.popitem(last=False)
+        return data
+
+
+def _owner(scope: Scope) -> str:
+    """As the handler does: the authenticated user's name, else no owner."""
+    user = scope.get("user")
+    return str(user.user_name) if user is not None and user.is_authenticated else ""
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
+async def _read(receive: Receive) -> tuple[bytes, bool, Message | None]:
+    """The body read so far; whether it is whole (small and complete); and a message that
+    came instead of more body (a disconnect), to hand on."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), False, message
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), True, None
+        if size > MAX_BODY:
+            return b"".join(chunks), False, None
+
+
+def _replay(body: bytes, whole: bool, extra: Message | None, receive: Receive) -> Receive:
+    """A `receive` that gives the downstream app the body already read, then the rest."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": not whole}]
+    if extra is not None:
+        pending.append(extra)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed

@@ -1,0 +1,169 @@
+"""The step's core: keys that are fixed strings, one keyed effect across processes, a store
+that never leaves a gap, and NUL bytes that never reach PostgreSQL."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from a2a.types.a2a_pb2 import TaskState
+
+from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
+from a2a_agent.harness.results import StepResult
+from a2a_agent.harness.tools import WorkspaceTools
+from persistence.db import Pool, create_pool
+from persistence.records import ItemChange, NewItem, NewTask, StepRecord, Transition
+from persistence.runs import PostgresRunStore
+from persistence.safe import NUL_SYMBOL
+from persistence.tasks import PostgresTaskStore
+from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
+from tests.support.processes import REPO, StartAgent
+
+
+def test_keys_are_fixed_strings_of_the_run_position() -> None:
+    assert effect_key("T", "run", scope="i1", attempt=2) == "T:i1:2:run"
+    assert effect_key("T", "tool.3.0", scope="work", attempt=1) == "T:work:1:tool.3.0"
+    assert effect_key("T", "model", scope=PLAN_SCOPE, attempt=2) == "T:plan:2:model"
+    assert effect_key("T", "begin") == "T:task:begin"
+
+
+def test_a_child_process_computes_the_same_key() -> None:
+    code = (
+        "from a2a_agent.harness.keys import effect_key; "
+        "print(effect_key('T', 'verify', scope='i7', attempt=3))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == effect_key("T", "verify", scope="i7", attempt=3)
+
+
+def test_step_results_round_trip_and_refuse_unknown_outcomes() -> None:
+    result = StepResult("retry", 3, {"errors": "x"})
+    assert StepResult.from_json(result.as_json()) == result
+    with pytest.raises(ValueError, match="not a step outcome"):
+        StepResult.from_json({"outcome": "maybe", "attempt": 0, "payload": {}})
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[Pool]:
+    pool = create_pool(database_url, max_size=4)
+    await pool.open(wait=True)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+def one_item_task() -> NewTask:
+    return NewTask(
+        task_id=str(uuid.uuid4()),
+        owner="",
+        context_id="c",
+        goal="g",
+        first_message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+        items=[NewItem("i0", "item", "true", "true", 5, 2)],
+    )
+
+
+async def test_an_effect_cut_short_in_one_process_reruns_once_in_another(
+    pool: Pool, database_url: str, tmp_path: Path
+) -> None:
+    task = await PostgresTaskStore(pool).create_task(one_item_task())
+    ledger = tmp_path / "ledger.txt"
+    workspaces = tmp_path / "workspaces"
+    argv = [sys.executable, "-m", "tests.support.effect_child", database_url, str(workspaces)]
+    argv += [task.task_id, str(ledger)]
+    died = subprocess.run([*argv, "die"], cwd=REPO, capture_output=True, text=True, check=False)
+    assert died.returncode == 9, died.stderr
+    finished = subprocess.run(
+        [*argv, "finish"], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert finished.stdout.strip() == "ok", finished.stderr
+    key = effect_key(task.task_id, "run", scope="i0", attempt=1)
+    assert ledger.read_text().split() == [key, key]  # the same key in both processes
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT key, status, runs FROM effects WHERE task_id = %s", (task.task_id,)
+        ).fetchall()
+    assert rows == [(key, "completed", 2)]
+    again = subprocess.run([*argv, "finish"], cwd=REPO, capture_output=True, text=True, check=False)
+    assert again.stdout.strip() == "ok", again.stderr
+    assert ledger.read_text().split() == [key, key]  # recorded: it never runs again
+
+
+async def test_steps_that_only_add_transitions_leave_no_gap(pool: Pool) -> None:
+    store, runs = PostgresTaskStore(pool), PostgresRunStore(pool)
+    task = await store.create_task(one_item_task())
+    for n, (to_state, task_state) in enumerate(
+        [("in_progress", "working"), ("verifying", None), ("in_progress", None)], start=1
+    ):
+        record = StepRecord(
+            effect_key=f"{task.task_id}:i0:{n}:step",
+            step="step",
+            result={},
+            item=ItemChange(item_id="i0", status=to_state, attempts=n),
+            task_state=task_state,
+            transitions=[
+                Transition(item_id="i0", attempt=n, to_state=to_state, reason=f"step {n}"),
+                Transition(item_id="i0", attempt=n, to_state=to_state, reason=f"again {n}"),
+            ],
+        )
+        outcome = await runs.record_step(task.task_id, record)
+        assert [t.seq for t in outcome.transitions] == [2 * n, 2 * n + 1]
+    assert [t.seq for t in await runs.transitions(task.task_id)] == list(range(1, 8))
+    row = await store.get_task(task.task_id, None)
+    assert row is not None
+    events = [seq for seq, _ in await store.events_after(task.task_id, 0)]
+    assert events == list(range(1, row.event_seq + 1))
+
+
+async def test_nul_bytes_in_step_output_are_stored_visibly(pool: Pool) -> None:
+    store, runs = PostgresTaskStore(pool), PostgresRunStore(pool)
+    task = await store.create_task(one_item_task())
+    tail = "before\x00after"
+    outcome = await runs.record_step(
+        task.task_id,
+        StepRecord(
+            effect_key=f"{task.task_id}:i0:1:verify",
+            step="verify",
+            result={"command": {"output_tail": tail}},
+            item=ItemChange(
+                item_id="i0", status="in_progress", attempts=1, evidence={"output_tail": tail}
+            ),
+            transitions=[Transition(item_id="i0", attempt=1, to_state="x", reason=f"ran {tail}")],
+        ),
+    )
+    assert outcome.changed_items[0].evidence == {"output_tail": f"before{NUL_SYMBOL}after"}
+    assert outcome.transitions[0].reason == f"ran before{NUL_SYMBOL}after"
+
+
+async def test_tools_refuse_nul_in_paths_and_commands(tmp_path: Path) -> None:
+    tools = WorkspaceTools(root=tmp_path, env={}, output_bytes=1000, max_timeout_s=5)
+    for name, args in [
+        ("read_file", {"path": "a\x00b"}),
+        ("write_file", {"path": "a\x00b", "content": "x"}),
+        ("bash", {"command": "echo a\x00b"}),
+    ]:
+        outcome = await tools.call(name, args)
+        assert outcome.is_error and "NUL" in outcome.content, (name, outcome)
+    written = await tools.call("write_file", {"path": "bin.dat", "content": "x\x00y"})
+    assert not written.is_error
+    read = await tools.call("read_file", {"path": "bin.dat"})
+    assert read.content == "x\x00y"  # kept for the model; made storable by the store
+
+
+async def test_a_run_whose_commands_print_nul_bytes_completes(start_agent: StartAgent) -> None:
+    server = start_agent("serve", "nul-out")
+    items = [item("nul", "printf 'run\\0out'", "printf 'verify\\0out'; true")]
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message(items))
+        done = await wait_for(client, task.id, timeout=60)
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED, done.status.message
+    evidence = plan_of(done)["items"][0]["evidence"]
+    assert evidence["output_tail"] == f"verify{NUL_SYMBOL}out"

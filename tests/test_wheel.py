@@ -1,0 +1,116 @@
+"""The package as a user gets it: the wheel, installed with its dependencies in a fresh
+virtual environment, serves a plan to completion from outside the source tree."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.processes import REPO, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def run(*argv: str | Path, cwd: Path, timeout: float = 300) -> str:
+    out = subprocess.run(
+        [str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, f"{argv} failed:\n{out.stdout}\n{out.stderr}"
+    return out.stdout
+
+
+def test_the_wheel_installs_and_serves_from_outside_the_source_tree(
+    tmp_path: Path, database_url: str
+) -> None:
+    wheels = tmp_path / "wheels"
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, REPO, cwd=tmp_path)
+    (wheel,) = wheels.glob("a2a_agent-*.whl")
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
+    run(venv / "bin" / "python", "-m", "pip", "install", "-q", wheel, cwd=tmp_path, timeout=600)
+    where = run(
+        venv / "bin" / "python",
+        "-c",
+        "import a2a_agent.model, a2a_agent.settings as s, persistence; "
+        "print(a2a_agent.__file__); print(s.PACKAGED_CARD.read_text()[:40])",
+        cwd=tmp_path,
+    )
+    assert str(venv) in where.splitlines()[0] and '"name": "a2a-agent"' in where
+
+    port = free_port()
+    env = {
+        "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": os.environ.get("HOME", "/root"),
+        "DATABASE_URL": database_url,
+        "A2A_AGENT_HOME": str(tmp_path / "home"),
+        "A2A_AGENT_EXECUTOR_ID": "wheel",
+    }
+    log = (tmp_path / "serve.log").open("wb")
+    server = subprocess.Popen(
+        [venv / "bin" / "a2a-agent", "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            time.sleep(0.2)
+        card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=10).json()
+        assert card["name"] == "a2a-agent" and card["supportedInterfaces"]
+        plan = {
+            "goal": "g",
+            "items": [{"id": "a", "run": "echo hi > a.txt", "verify": "test -f a.txt"}],
+        }
+        message = {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "parts": [{"data": {"plan": plan}}],
+        }
+        headers = {"A2A-Version": "1.0"}
+        sent = httpx.post(
+            f"{url}/",
+            json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                  "params": {"message": message, "configuration": {"returnImmediately": True}}},
+            headers=headers,
+            timeout=30,
+        ).json()  # fmt: skip
+        task_id = sent["result"]["task"]["id"]
+        deadline = time.monotonic() + 60
+        while True:
+            got = httpx.post(
+                f"{url}/",
+                json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}},
+                headers=headers,
+                timeout=10,
+            ).json()
+            state = got["result"]["status"]["state"]
+            if state == "TASK_STATE_COMPLETED":
+                break
+            assert state in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"), got
+            assert time.monotonic() < deadline, got
+            time.sleep(0.2)
+    finally:
+        server.terminate()
+        server.wait(30)
+        log.close()
+    workspace = tmp_path / "home" / "workspaces" / task_id
+    assert (workspace / "a.txt").read_text() == "hi\n"
