@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -18,6 +18,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from a2a_agent.database import embedded_server_uri, sqlalchemy_url
+from persistence.db import Pool, create_pool
 from persistence.migrate import migrate
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.processes import AgentProcess, StartAgent
@@ -82,6 +83,17 @@ def template_db(pg_admin_url: str) -> Iterator[str]:
 def database_url(make_database: Callable[[str | None], str], template_db: str) -> str:
     """A fresh database with the current schema, for one test."""
     return make_database(template_db)
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[Pool]:
+    """A connection pool on the test's database, as the service opens it."""
+    pool = create_pool(database_url, max_size=4)
+    await pool.open(wait=True)
+    try:
+        yield pool
+    finally:
+        await pool.close()
 
 
 @pytest.fixture

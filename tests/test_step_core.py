@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
@@ -16,7 +15,7 @@ from a2a.types.a2a_pb2 import TaskState
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.results import StepResult
 from a2a_agent.harness.tools import WorkspaceTools
-from persistence.db import Pool, create_pool
+from persistence.db import Pool
 from persistence.records import ItemChange, NewItem, NewTask, StepRecord, Transition
 from persistence.runs import PostgresRunStore
 from persistence.safe import NUL_SYMBOL
@@ -48,16 +47,6 @@ def test_step_results_round_trip_and_refuse_unknown_outcomes() -> None:
     assert StepResult.from_json(result.as_json()) == result
     with pytest.raises(ValueError, match="not a step outcome"):
         StepResult.from_json({"outcome": "maybe", "attempt": 0, "payload": {}})
-
-
-@pytest.fixture
-async def pool(database_url: str) -> AsyncIterator[Pool]:
-    pool = create_pool(database_url, max_size=4)
-    await pool.open(wait=True)
-    try:
-        yield pool
-    finally:
-        await pool.close()
 
 
 def one_item_task() -> NewTask:

@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
-from persistence.db import Pool, create_pool
+from persistence.db import Pool
 from persistence.errors import Conflict, NotFound, StoreError
 from persistence.ledger import PostgresLedger
 from persistence.records import ItemChange, NewItem, NewTask, StepRecord, Transition
 from persistence.runs import PostgresRunStore
 from persistence.tasks import PostgresTaskStore
-
-
-@pytest.fixture
-async def pool(database_url: str) -> AsyncIterator[Pool]:
-    pool = create_pool(database_url, max_size=4)
-    await pool.open(wait=True)
-    try:
-        yield pool
-    finally:
-        await pool.close()
 
 
 @pytest.fixture

@@ -139,6 +139,14 @@ class StepContext:
         changed = {i.item_id: i for i in outcome.changed_items}
         return [changed.get(i.item_id, i) for i in view.items]
 
+    async def advance(self, view: StepView, record: StepRecord, attempt: int = 0) -> StepResult:
+        """Record a step that only moves the run on: `ok`, or `stopped` if the task ended
+        meanwhile (canceled, stopped by others)."""
+        outcome = await self.record(view, record)
+        if ended_by_others(record, outcome):
+            return StepResult("stopped", attempt)
+        return StepResult.ok(attempt=attempt)
+
     async def render(
         self, view: StepView, items: Sequence[ItemRow], pending: Sequence[Transition] = ()
     ) -> None:

@@ -13,16 +13,16 @@ from typing import Any
 from a2a_agent.budget import Spend
 from a2a_agent.errors import ModelError, PlanError
 from a2a_agent.harness import prompts
-from a2a_agent.harness.context import StepContext, ended_by_others
+from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
-from a2a_agent.harness.plan_harness import verify_start
+from a2a_agent.harness.plan_harness import to_verification
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.harness.tools import TOOL_SPECS, WorkspaceTools
 from a2a_agent.model import Model
 from a2a_agent.model.types import ModelRequest, ModelResponse
 from a2a_agent.plans import PlanLimits, parse_plan
-from persistence.records import Charge, EffectStart, ItemChange, ModelCall, StepRecord, Transition
+from persistence.records import Charge, EffectStart, ModelCall, StepRecord, Transition
 
 PROGRESS_TAIL_CHARS = 3000
 
@@ -151,10 +151,7 @@ class ModelWork:
                 )
             ],
         )
-        outcome = await self.ctx.record(view, record)
-        if ended_by_others(record, outcome):
-            return StepResult("stopped", attempt)
-        return StepResult.ok(attempt=attempt)
+        return await self.ctx.advance(view, record, attempt)
 
     # ---- working an item ----------------------------------------------------------------
 
@@ -244,23 +241,5 @@ class ModelWork:
         view = await self.ctx.view(task_id)
         item = view.item(item_id)
         note = " ".join(note.split())[:500] or "(no note)"
-        record = StepRecord(
-            effect_key=effect_key(task_id, "end_turn", scope=item_id, attempt=attempt),
-            step="end_turn",
-            result={},
-            item=ItemChange(item_id=item_id, status="verifying", attempts=attempt),
-            transitions=[
-                Transition(
-                    item_id=item_id,
-                    attempt=attempt,
-                    from_state="in_progress",
-                    to_state="verifying",
-                    reason=f"model: {note}; verifying with `{item.verify_command}`",
-                )
-            ],
-            then=verify_start(task_id, item_id, attempt),
-        )
-        outcome = await self.ctx.record(view, record)
-        if ended_by_others(record, outcome):
-            return StepResult("stopped", attempt)
-        return StepResult.ok(attempt=attempt)
+        record = to_verification(task_id, item, attempt, step="end_turn", done=f"model: {note}")
+        return await self.ctx.advance(view, record, attempt)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from a2a_agent.budget import Spend
 from a2a_agent.harness.commands import CommandResult, run_command
-from a2a_agent.harness.context import StepContext, ended_by_others
+from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.keys import effect_key
@@ -44,6 +44,39 @@ def _evidence(result: CommandResult) -> JSON:
 def verify_start(task_id: str, item_id: str, attempt: int) -> EffectStart:
     key = effect_key(task_id, "verify", scope=item_id, attempt=attempt)
     return EffectStart(key=key, step="verify", item_id=item_id, attempt=attempt)
+
+
+def to_verification(
+    task_id: str,
+    item: ItemRow,
+    attempt: int,
+    *,
+    step: str,
+    done: str,
+    result: JSON | None = None,
+    charge: Charge | None = None,
+    runs: int = 1,
+) -> StepRecord:
+    """The record of an item's work ending (its `run` command, or the model's turn): the item
+    goes to `verifying`, and its verification is marked as the effect that comes next."""
+    return StepRecord(
+        effect_key=effect_key(task_id, step, scope=item.item_id, attempt=attempt),
+        step=step,
+        result=result or {},
+        item=ItemChange(item_id=item.item_id, status="verifying", attempts=attempt),
+        transitions=[
+            Transition(
+                item_id=item.item_id,
+                attempt=attempt,
+                from_state="in_progress",
+                to_state="verifying",
+                reason=f"{done}; verifying with `{item.verify_command}`",
+            )
+        ],
+        charge=charge,
+        runs=runs,
+        then=verify_start(task_id, item.item_id, attempt),
+    )
 
 
 class PlanHarness:
@@ -84,8 +117,7 @@ class PlanHarness:
             ],
             checkpoint=Checkpoint(sha=sha, bundle=bundle) if bundle is not None else None,
         )
-        outcome = await self.ctx.record(view, record)
-        return StepResult("stopped") if ended_by_others(record, outcome) else StepResult.ok()
+        return await self.ctx.advance(view, record)
 
     async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> StepResult:
         view = await self.ctx.view(task_id)
@@ -109,10 +141,7 @@ class PlanHarness:
             ],
             then=self.ctx.first_effect(task_id, item, attempt),
         )
-        outcome = await self.ctx.record(view, record)
-        if ended_by_others(record, outcome):
-            return StepResult("stopped", attempt)
-        return StepResult.ok(attempt=attempt)
+        return await self.ctx.advance(view, record, attempt)
 
     # ---- commands -------------------------------------------------------------------------
 
@@ -150,24 +179,16 @@ class PlanHarness:
 
         async def conclude(value: JSON, runs: int) -> Concluded:
             result = CommandResult.from_json(value["command"])
-            record = StepRecord(
-                effect_key=key,
+            done = f"ran `{command}` (exit {result.exit_code})"
+            record = to_verification(
+                task_id,
+                item,
+                attempt,
                 step="run",
+                done=done,
                 result=value,
-                item=ItemChange(item_id=item_id, status="verifying", attempts=attempt),
-                transitions=[
-                    Transition(
-                        item_id=item_id,
-                        attempt=attempt,
-                        from_state="in_progress",
-                        to_state="verifying",
-                        reason=f"ran `{command}` (exit {result.exit_code}); verifying with "
-                        f"`{item.verify_command}`",
-                    )
-                ],
                 charge=Charge(kind="command"),
                 runs=runs,
-                then=verify_start(task_id, item_id, attempt),
             )
             return Concluded(record, StepResult.ok(attempt=attempt))
 
