@@ -330,9 +330,12 @@ END
 $$;
 
 -- A submission in one statement: the task row, its items, transition 1 (and a rejection when
--- there is one), the derived summary and budget, events and NOTIFY; returns the row as JSON.
--- p_task: {task_id, owner, context_id, goal, first_message, metadata, budget, items,
--- rejection}.
+-- there is one), the derived summary and budget, events and NOTIFY; returns
+-- {task, repeated, digest_matches}. A messageId this owner already sent is not applied again:
+-- the task it made comes back (`repeated`), also when two sends race (the second waits on
+-- the first's claim of the message, then finds it).
+-- p_task: {task_id, owner, context_id, goal, first_message, message_id, digest, metadata,
+-- budget, items, rejection}.
 CREATE OR REPLACE FUNCTION create_task(p_task jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -342,7 +345,18 @@ DECLARE
     v_transitions jsonb := jsonb_build_array(
         jsonb_build_object('to_state', 'submitted', 'reason', 'task received'));
     v_accepted text := 'Accepted; waiting for a worker.';
+    v_existing record;
 BEGIN
+    INSERT INTO messages (owner, message_id, task_id, digest)
+    VALUES (p_task ->> 'owner', p_task ->> 'message_id', v_id, p_task ->> 'digest')
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        SELECT task_id, digest INTO v_existing FROM messages
+        WHERE owner = p_task ->> 'owner' AND message_id = p_task ->> 'message_id';
+        RETURN jsonb_build_object('task', task_json(v_existing.task_id), 'repeated', true,
+                                  'digest_matches',
+                                  v_existing.digest IN ('', p_task ->> 'digest'));
+    END IF;
     INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget)
     VALUES (v_id, p_task ->> 'owner', p_task ->> 'context_id', 'submitted',
             CASE WHEN v_rejection IS NULL THEN v_accepted END, p_task ->> 'goal',
@@ -368,6 +382,7 @@ BEGIN
             'charged', true),  -- metadata.budget from the start
         0,
         0);
-    RETURN task_json(v_id);
+    RETURN jsonb_build_object('task', task_json(v_id), 'repeated', false,
+                              'digest_matches', true);
 END
 $$;

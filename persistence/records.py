@@ -34,6 +34,20 @@ class NewTask:
     rejection: str | None = None
     metadata: JSON = field(default_factory=dict)
     budget: JSON = field(default_factory=dict)
+    # The caller's messageId and a digest of the message's content: a second send of the
+    # same messageId is recognised (same digest: a retry; another: a reuse).
+    message_id: str = ""
+    digest: str = ""
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a submission stored: the task, and whether its messageId had come before (then
+    nothing new was stored and `row` is the task that message made)."""
+
+    row: TaskRow
+    repeated: bool = False
+    same_message: bool = True
 
 
 @dataclass(frozen=True)

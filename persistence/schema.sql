@@ -134,4 +134,16 @@ CREATE TABLE budget_alerts (
     PRIMARY KEY (task_id, dimension, threshold)
 );
 
+CREATE TABLE messages (
+    owner       text NOT NULL,
+    message_id  text NOT NULL,
+    task_id     text NOT NULL,
+    digest      text NOT NULL,
+    received_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (owner, message_id),
+    CONSTRAINT messages_task_id_fkey FOREIGN KEY (task_id) REFERENCES tasks (id)
+        ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED
+);
+CREATE INDEX messages_task ON messages (task_id);
+
 -- SQL functions live in functions.sql, applied after the tables on every migrate.

@@ -12,7 +12,15 @@ from persistence.cache import TaskReadCache
 from persistence.changes import TaskChange, apply_change, item_json
 from persistence.db import Conn, Pool, create_pool, read, transaction
 from persistence.errors import Conflict, NotFound, StoreError
-from persistence.records import JSON, TERMINAL_STATES, NewTask, TaskPage, TaskRow, Transition
+from persistence.records import (
+    JSON,
+    TERMINAL_STATES,
+    NewTask,
+    Submitted,
+    TaskPage,
+    TaskRow,
+    Transition,
+)
 from persistence.safe import jsonb
 from persistence.sql import q
 
@@ -20,7 +28,8 @@ from persistence.sql import q
 class TaskStore(Protocol):
     """What the A2A edge needs from storage."""
 
-    async def create_task(self, new: NewTask) -> TaskRow: ...
+    async def create_task(self, new: NewTask) -> Submitted: ...
+    async def task_of_message(self, owner: str, message_id: str) -> str | None: ...
     async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None: ...
     async def list_tasks(
         self,
@@ -89,8 +98,9 @@ class PostgresTaskStore:
     def _read(self) -> AbstractAsyncContextManager[Conn]:
         return read(self._pool)
 
-    async def create_task(self, new: NewTask) -> TaskRow:
-        """The whole submission in one statement (`create_task()` in functions.sql)."""
+    async def create_task(self, new: NewTask) -> Submitted:
+        """The whole submission in one statement (`create_task()` in functions.sql); a
+        messageId the owner sent before gives back the task it made, storing nothing."""
         task = {
             "task_id": new.task_id,
             "owner": new.owner,
@@ -101,14 +111,28 @@ class PostgresTaskStore:
             "budget": new.budget,
             "items": [item_json(n, i) for n, i in enumerate(new.items)],
             "rejection": new.rejection,
+            "message_id": new.message_id or new.task_id,
+            "digest": new.digest,
         }
         async with self._read() as conn:  # autocommit: the statement is the transaction
             cur = await conn.execute(q("create_task"), {"task": jsonb(task)}, prepare=True)
             row = await cur.fetchone()
-        self._written(new.task_id)
         assert row is not None and row["task"] is not None
-        data = row["task"]
-        return _task({**data, "status_at": datetime.fromisoformat(data["status_at"])})
+        made = row["task"]
+        data = made["task"]
+        task_row = _task({**data, "status_at": datetime.fromisoformat(data["status_at"])})
+        if not made["repeated"]:
+            self._written(new.task_id)
+        return Submitted(task_row, repeated=made["repeated"], same_message=made["digest_matches"])
+
+    async def task_of_message(self, owner: str, message_id: str) -> str | None:
+        """The task a message of this owner made or was applied to, if it came before."""
+        async with self._read() as conn:
+            cur = await conn.execute(
+                q("task_of_message"), {"owner": owner, "message_id": message_id}, prepare=True
+            )
+            row = await cur.fetchone()
+        return str(row["task_id"]) if row else None
 
     async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None:
         cache = self._cache

@@ -63,7 +63,7 @@ def one_item_task() -> NewTask:
 async def test_an_effect_cut_short_in_one_process_reruns_once_in_another(
     pool: Pool, database_url: str, tmp_path: Path
 ) -> None:
-    task = await PostgresTaskStore(pool).create_task(one_item_task())
+    task = (await PostgresTaskStore(pool).create_task(one_item_task())).row
     ledger = tmp_path / "ledger.txt"
     workspaces = tmp_path / "workspaces"
     argv = [sys.executable, "-m", "tests.support.effect_child", database_url, str(workspaces)]
@@ -88,7 +88,7 @@ async def test_an_effect_cut_short_in_one_process_reruns_once_in_another(
 
 async def test_steps_that_only_add_transitions_leave_no_gap(pool: Pool) -> None:
     store, runs = PostgresTaskStore(pool), PostgresRunStore(pool)
-    task = await store.create_task(one_item_task())
+    task = (await store.create_task(one_item_task())).row
     for n, (to_state, task_state) in enumerate(
         [("in_progress", "working"), ("verifying", None), ("in_progress", None)], start=1
     ):
@@ -114,7 +114,7 @@ async def test_steps_that_only_add_transitions_leave_no_gap(pool: Pool) -> None:
 
 async def test_nul_bytes_in_step_output_are_stored_visibly(pool: Pool) -> None:
     store, runs = PostgresTaskStore(pool), PostgresRunStore(pool)
-    task = await store.create_task(one_item_task())
+    task = (await store.create_task(one_item_task())).row
     tail = "before\x00after"
     outcome = await runs.record_step(
         task.task_id,

@@ -48,7 +48,7 @@ def new_task(owner: str = "", context_id: str = "ctx", items: int = 2) -> NewTas
 async def test_create_writes_task_items_transition_and_event(
     store: PostgresTaskStore, runs: PostgresRunStore
 ) -> None:
-    row = await store.create_task(new_task())
+    row = (await store.create_task(new_task())).row
     assert row.state == "submitted" and row.event_seq == 2  # plan artifact + status
     assert row.plan is not None and [i["status"] for i in row.plan["items"]] == ["pending"] * 2
     assert row.metadata["progress"]["items_total"] == 2
@@ -61,7 +61,7 @@ async def test_create_writes_task_items_transition_and_event(
 async def test_record_step_is_written_once_per_effect_key(
     store: PostgresTaskStore, runs: PostgresRunStore
 ) -> None:
-    row = await store.create_task(new_task())
+    row = (await store.create_task(new_task())).row
     record = StepRecord(
         effect_key=f"{row.task_id}:i0:1:begin",
         step="begin",
@@ -92,7 +92,7 @@ async def test_record_step_is_written_once_per_effect_key(
 async def test_started_effect_keeps_its_key_and_counts_runs(
     store: PostgresTaskStore, runs: PostgresRunStore, pool: Pool
 ) -> None:
-    row = await store.create_task(new_task())
+    row = (await store.create_task(new_task())).row
     ledger = PostgresLedger(pool)
     key = f"{row.task_id}:i0:1:run"
     assert (await ledger.start_effect(key, row.task_id, "i0", 1, "run")).runs == 1
@@ -105,7 +105,7 @@ async def test_started_effect_keeps_its_key_and_counts_runs(
 async def test_cancel_is_final_and_steps_after_it_change_nothing(
     store: PostgresTaskStore, runs: PostgresRunStore
 ) -> None:
-    row = await store.create_task(new_task())
+    row = (await store.create_task(new_task())).row
     canceled = await store.cancel_task(row.task_id, "", "stop")
     assert canceled.state == "canceled"
     with pytest.raises(Conflict, match="already canceled"):
@@ -131,7 +131,7 @@ async def test_cancel_is_final_and_steps_after_it_change_nothing(
 
 
 async def test_owner_scoping(store: PostgresTaskStore) -> None:
-    row = await store.create_task(new_task(owner="alice"))
+    row = (await store.create_task(new_task(owner="alice"))).row
     assert await store.get_task(row.task_id, "bob") is None
     assert await store.get_task(row.task_id, "alice") is not None
     with pytest.raises(NotFound):
@@ -140,7 +140,8 @@ async def test_owner_scoping(store: PostgresTaskStore) -> None:
 
 async def test_list_pages_filters_and_counts(store: PostgresTaskStore) -> None:
     ids = [
-        (await store.create_task(new_task(owner="o", context_id="c1"))).task_id for _ in range(5)
+        (await store.create_task(new_task(owner="o", context_id="c1"))).row.task_id
+        for _ in range(5)
     ]
     await store.create_task(new_task(owner="o", context_id="c2"))
     await store.create_task(new_task(owner="other", context_id="c1"))

@@ -43,7 +43,6 @@ from a2a.utils.errors import (
 from a2a_agent.edge.convert import (
     PROTO_TO_STATE,
     is_final_event,
-    message_to_json,
     to_event,
     to_task,
 )
@@ -59,6 +58,13 @@ DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
 FALLBACK_POLL_S = 5.0
 MAX_CONVERSIONS = 10_000
+
+
+def _reused(message_id: str, task_id: str) -> str:
+    return (
+        f"messageId {message_id!r} was already used for a different message (task {task_id}); "
+        "a retry must send the same message, and every new message needs its own messageId"
+    )
 
 
 def _owner(context: ServerCallContext) -> str:
@@ -147,9 +153,15 @@ class AgentRequestHandler(RequestHandler):
     # ---- writes ------------------------------------------------------------------------
 
     async def _submit(self, params: SendMessageRequest, context: ServerCallContext) -> TaskRow:
-        """Validate and store a message: a new task, or a follow-up to a running one."""
+        """Validate and store a message: a new task, or a follow-up to one. A messageId this
+        caller sent before is never applied twice: the task it made comes back as it is now."""
         owner = _owner(context)
         message = params.message
+        if params.configuration.HasField("task_push_notification_config"):
+            raise PushNotificationNotSupportedError(
+                "push notifications are not offered yet, so an inline push config cannot be "
+                "kept; send the message without it, then poll GetTask or use SubscribeToTask"
+            )
         try:
             self.intake.check_message(params)
         except ContentTypeError as exc:
@@ -160,25 +172,7 @@ class AgentRequestHandler(RequestHandler):
             raise InvalidParamsError(str(exc)) from exc
         try:
             if message.task_id:
-                row = await self._load(message.task_id, owner)
-                if row.is_terminal:
-                    raise UnsupportedOperationError(
-                        f"task {row.task_id} is {row.state} and takes no more messages; "
-                        "send a new message without taskId to start a new task"
-                    )
-                message.context_id = row.context_id
-                try:
-                    self.intake.check_follow_up(message)
-                except PlanError as exc:
-                    raise InvalidParamsError(str(exc)) from exc
-                try:
-                    return await self.store.append_message(
-                        row.task_id, owner, message_to_json(message)
-                    )
-                except Conflict as exc:
-                    raise UnsupportedOperationError(str(exc)) from exc
-                except NotFound as exc:
-                    raise TaskNotFoundError(f"task {row.task_id!r} does not exist") from exc
+                return await self._follow_up(owner, message)
             task_id = str(uuid.uuid4())
             context_id = message.context_id or str(uuid.uuid4())
             message.task_id, message.context_id = task_id, context_id
@@ -186,12 +180,41 @@ class AgentRequestHandler(RequestHandler):
                 new = self.intake.new_task(task_id, owner, context_id, message)
             except PlanError as exc:
                 raise InvalidParamsError(str(exc)) from exc
-            row = await self.store.create_task(new)
+            submitted = await self.store.create_task(new)
         except StoreUnavailable as exc:
             raise InternalError(f"{exc}; nothing was stored, send the message again") from exc
+        row = submitted.row
+        if submitted.repeated:
+            if not submitted.same_message:
+                raise InvalidParamsError(_reused(message.message_id, row.task_id))
+            return row  # a retry: the task as it is now; its run was enqueued the first time
         if row.state == "submitted":
             await self.engine.start(row.task_id)
         return row
+
+    async def _follow_up(self, owner: str, message: Message) -> TaskRow:
+        row = await self._load(message.task_id, owner)
+        earlier = await self.store.task_of_message(owner, message.message_id)
+        if earlier == row.task_id:
+            return row  # this message was applied before: nothing happens twice
+        if earlier is not None:
+            raise InvalidParamsError(_reused(message.message_id, earlier))
+        if row.is_terminal:
+            raise UnsupportedOperationError(
+                f"task {row.task_id} is {row.state} and takes no more messages; "
+                "send a new message without taskId to start a new task"
+            )
+        message.context_id = row.context_id
+        try:
+            self.intake.check_follow_up(message)
+        except PlanError as exc:
+            raise InvalidParamsError(str(exc)) from exc
+        raise UnsupportedOperationError(
+            f"task {row.task_id} is {row.state} and takes no messages while it works: it asks "
+            "for input only when it is input-required, and this one has asked for none. To "
+            "change what it does, cancel it (CancelTask) and send a new task; to follow it, "
+            "use GetTask or SubscribeToTask"
+        )
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext

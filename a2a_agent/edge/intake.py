@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,15 @@ MODEL_NOT_AVAILABLE = (
     "send a plan whose every item has a `run` command (a shell command the harness runs "
     "before `verify`)."
 )
+
+
+def message_digest(message: Message) -> str:
+    """What a message says, as a hash: the same for a retry of it, whatever ids the service
+    filled in (taskId, contextId)."""
+    content = message_to_json(message)
+    for filled in ("taskId", "contextId", "messageId"):
+        content.pop(filled, None)
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def nul_in(value: Any, where: str) -> str | None:
@@ -61,6 +72,8 @@ class Intake:
                 f"the message is {size} bytes; this agent accepts at most "
                 f"{self.max_message_bytes} (server setting A2A_AGENT_MAX_MESSAGE_BYTES)"
             )
+        if not message.message_id:
+            raise PlanError("the message has no messageId; give every message a unique one")
         if not message.parts:
             raise PlanError("the message has no parts; send a text part or a plan data part")
         where = nul_in(message_to_json(message), "message")
@@ -114,6 +127,7 @@ class Intake:
     def new_task(self, task_id: str, owner: str, context_id: str, message: Message) -> NewTask:
         raw_plan, raw_budget = self._data(message)
         budget = effective_limits(raw_budget, self.budget_defaults, self.budget_caps)
+        message_id, digest = message.message_id, message_digest(message)
         text = "\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
         first = message_to_json(message)
         if raw_plan is None:
@@ -128,6 +142,8 @@ class Intake:
                 items=[],
                 budget=budget,
                 rejection=None if self.model_available else MODEL_NOT_AVAILABLE,
+                message_id=message_id,
+                digest=digest,
             )
         plan = parse_plan(raw_plan, self.limits)
         needing_model = plan.items_needing_model
@@ -143,4 +159,6 @@ class Intake:
             items=plan.items,
             rejection=rejection,
             budget=budget,
+            message_id=message_id,
+            digest=digest,
         )

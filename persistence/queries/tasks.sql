@@ -38,3 +38,6 @@ SELECT pg_notify('a2a_task_events', id) FROM changed
 
 -- name: events_after
 SELECT seq, body FROM events WHERE task_id = %(task_id)s AND seq > %(after)s ORDER BY seq
+
+-- name: task_of_message
+SELECT task_id FROM messages WHERE owner = %(owner)s AND message_id = %(message_id)s

@@ -1,0 +1,145 @@
+"""What a caller's retry does: the same messageId, once or twenty times at once, makes one
+task and runs every effect once; follow-ups and inline push configs are refused clearly."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from a2a.types.a2a_pb2 import (
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    TaskPushNotificationConfig,
+    TaskState,
+)
+from a2a.utils.errors import (
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+)
+
+from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
+from tests.support.processes import StartAgent
+
+
+def tasks_and_effects(database_url: str) -> tuple[int, int]:
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM effects)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def ledger_plan(ledger: Path) -> Message:
+    return plan_message(
+        [item("once", f'echo "$A2A_IDEMPOTENCY_KEY" >> {ledger}; sleep 0.3', "true")]
+    )
+
+
+async def test_the_same_message_twice_is_one_task(
+    start_agent: StartAgent, database_url: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    server = start_agent("serve", "retry")
+    message = ledger_plan(ledger)
+    async with a2a_client(server.url) as client:
+        first = await send(client, message)
+        again = await send(client, message)  # a retry after a timeout, say
+        assert again.id == first.id
+        done = await wait_for(client, first.id, timeout=60)
+        after = await send(client, message)  # and a late one: the task as it is now
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert after.id == first.id and after.status.state == TaskState.TASK_STATE_COMPLETED
+    assert Counter(ledger.read_text().split()) == {f"{first.id}:once:1:run": 1}
+    assert tasks_and_effects(database_url)[0] == 1
+
+
+async def test_twenty_concurrent_sends_of_one_message_are_one_task(
+    start_agent: StartAgent, database_url: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    server = start_agent("serve", "race")
+    message = ledger_plan(ledger)
+    async with a2a_client(server.url) as client:
+        sent = await asyncio.gather(*(send(client, message) for _ in range(20)))
+        ids = {task.id for task in sent}
+        assert len(ids) == 1
+        (task_id,) = ids
+        await wait_for(client, task_id, timeout=60)
+    assert Counter(ledger.read_text().split()) == {f"{task_id}:once:1:run": 1}
+    assert tasks_and_effects(database_url)[0] == 1
+    with psycopg.connect(database_url) as conn:
+        runs = conn.execute("SELECT count(*) FROM dbos.workflow_status").fetchone()
+    assert runs == (1,)
+
+
+async def test_a_message_id_used_for_another_message_is_refused(start_agent: StartAgent) -> None:
+    server = start_agent("serve", "reuse")
+    first = plan_message([item("a", "true", "true")])
+    other = plan_message([item("b", "true", "true")])
+    other.message_id = first.message_id
+    async with a2a_client(server.url) as client:
+        task = await send(client, first)
+        with pytest.raises(InvalidParamsError, match="already used for a different message"):
+            await send(client, other)
+        # The retry of the first message, now naming its task, is still the same task.
+        first.task_id = task.id
+        again = await send(client, first)
+    assert again.id == task.id
+
+
+async def test_follow_ups_and_inline_push_configs_are_refused(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    server = start_agent("serve", "follow")
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message([item("slow", "sleep 30", "true")]))
+        await wait_for(client, task.id, {TaskState.TASK_STATE_WORKING})
+        before = tasks_and_effects(database_url)
+        follow_up = Message(
+            message_id="follow-1", role=Role.ROLE_USER, task_id=task.id, parts=[Part(text="hi")]
+        )
+        with pytest.raises(UnsupportedOperationError, match="takes no messages while it works"):
+            await send(client, follow_up)
+        request = SendMessageRequest(
+            message=plan_message([item("a", "true", "true")]),
+            configuration=SendMessageConfiguration(
+                return_immediately=True,
+                task_push_notification_config=TaskPushNotificationConfig(url="http://x/hook"),
+            ),
+        )
+        with pytest.raises(PushNotificationNotSupportedError, match="inline push config"):
+            async for _ in client.send_message(request):
+                pass
+        assert tasks_and_effects(database_url) == before
+    # The same through JSON-RPC, for the codes.
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "follow-2",
+                "role": "ROLE_USER",
+                "taskId": task.id,
+                "parts": [{"text": "hi"}],
+            }
+        },
+    }
+    reply = httpx.post(f"{server.url}/", json=body, headers={"A2A-Version": "1.0"}).json()
+    assert reply["error"]["code"] == -32004
+    body["params"] = {
+        "message": {"messageId": "p1", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+        "configuration": {"taskPushNotificationConfig": {"url": "http://x/hook"}},
+    }
+    reply = httpx.post(f"{server.url}/", json=body, headers={"A2A-Version": "1.0"}).json()
+    assert reply["error"]["code"] == -32003
+    assert tasks_and_effects(database_url) == before
