@@ -88,7 +88,7 @@ class Runtime:
             ),
         )
         endings = RunEndings(self.context)
-        effects = Effects(self.context, endings)
+        effects = Effects(self.context, endings, self.notifier)
         self.harness = PlanHarness(self.context, effects, endings)
         self.registry = WorkerRegistry(
             self.pool,

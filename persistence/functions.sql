@@ -63,7 +63,8 @@ BEGIN
                    'run', i.run, 'verify_command', i.verify_command,
                    'verify_timeout_s', i.verify_timeout_s, 'max_attempts', i.max_attempts,
                    'status', i.status, 'attempts', i.attempts, 'evidence', i.evidence,
-                   'commit_sha', i.commit_sha, 'failures', i.failures) ORDER BY i.position),
+                   'commit_sha', i.commit_sha, 'failures', i.failures,
+                   'history', i.history) ORDER BY i.position),
                '[]'::jsonb)
         FROM items i WHERE i.task_id = p_task_id
     );
@@ -142,8 +143,10 @@ BEGIN
                    'goal', t2.goal,
                    'items', coalesce(jsonb_agg(jsonb_build_object(
                        'id', i.item_id, 'title', i.title, 'status', i.status,
-                       'attempts', i.attempts, 'verify', i.verify_command,
-                       'evidence', i.evidence, 'commit', i.commit_sha) ORDER BY i.position)
+                       'attempts', i.attempts, 'max_attempts', i.max_attempts,
+                       'run', i.run, 'verify', i.verify_command,
+                       'evidence', i.evidence, 'commit', i.commit_sha,
+                       'history', i.history) ORDER BY i.position)
                        FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb)) AS plan,
                jsonb_build_object(
                    'items_total', count(i.item_id),
@@ -177,7 +180,8 @@ $$;
 -- One checkpointed step, recorded in one statement (so in one round trip, with its commit).
 -- p_step is a StepRecord as JSON (persistence/runs.py); p_bundle its checkpoint's bundle.
 -- Locks the task; a step already recorded under its effect key writes nothing and gets the
--- recorded result back; on a terminal task only the effect and its charge are kept.
+-- recorded result back; on a terminal task only the effect and its charge are kept, unless
+-- the step is the run's closing (`closing`: its report, final entry and checkpoint).
 -- Returns {replayed, state, result, changed_items, transitions, items}.
 CREATE OR REPLACE FUNCTION record_step(p_task_id text, p_step jsonb, p_bundle bytea)
 RETURNS jsonb
@@ -195,6 +199,7 @@ DECLARE
     v_changed jsonb := '[]'::jsonb;
     v_one jsonb;
     v_terminal boolean;
+    v_closing boolean := coalesce((p_step ->> 'closing')::boolean, false);
 BEGIN
     SELECT state, transition_seq, event_seq, status_text INTO v_locked
     FROM tasks WHERE id = p_task_id FOR UPDATE;
@@ -217,7 +222,8 @@ BEGIN
             usd = excluded.usd, actions = excluded.actions, at = clock_timestamp()
         WHERE budget_charges.kind = 'reservation';
     END IF;
-    v_terminal := v_locked.state IN ('completed', 'failed', 'canceled', 'rejected');
+    v_terminal := v_locked.state IN ('completed', 'failed', 'canceled', 'rejected')
+                  AND NOT v_closing;
     IF NOT v_terminal THEN
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                            verify_timeout_s, max_attempts)
@@ -231,13 +237,15 @@ BEGIN
                 evidence = coalesce(nullif(v_item -> 'evidence', 'null'::jsonb), evidence),
                 commit_sha = coalesce(v_item ->> 'commit_sha', commit_sha),
                 failures = coalesce((v_item ->> 'failures')::integer, failures),
+                history = coalesce(nullif(v_item -> 'history', 'null'::jsonb), history),
                 updated_at = clock_timestamp()
             WHERE task_id = p_task_id AND item_id = v_item ->> 'item_id'
             RETURNING jsonb_build_object(
                 'item_id', item_id, 'position', position, 'title', title, 'run', run,
                 'verify_command', verify_command, 'verify_timeout_s', verify_timeout_s,
                 'max_attempts', max_attempts, 'status', status, 'attempts', attempts,
-                'evidence', evidence, 'commit_sha', commit_sha, 'failures', failures)
+                'evidence', evidence, 'commit_sha', commit_sha, 'failures', failures,
+                'history', history)
             INTO v_one;
             v_changed := jsonb_build_array(v_one);
         END IF;

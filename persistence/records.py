@@ -83,6 +83,7 @@ class ItemRow:
     evidence: JSON | None
     commit_sha: str | None
     failures: int
+    history: list[JSON] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ class ItemChange:
     evidence: JSON | None = None
     commit_sha: str | None = None
     failures: int | None = None
+    history: list[JSON] | None = None  # the item's attempts, whole, when the step changed them
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,9 @@ class StepRecord:
     item_id: str | None = None
     attempt: int | None = None
     then: EffectStart | None = None
+    # The record that closes a run ended by others (a cancel): it may add its report, final
+    # entry and last checkpoint to a task that is already terminal.
+    closing: bool = False
 
     @property
     def effect_item_id(self) -> str | None:
@@ -223,6 +228,8 @@ class StepView:
     checkpoint_sha: str | None
     effect: EffectRow | None = None
     budget: JSON | None = None
+    closed: bool = False  # the run's end is recorded (its report written)
+    transition_seq: int = 0  # the last transition's number as the step began
 
     def item(self, item_id: str) -> ItemRow:
         for item in self.items:

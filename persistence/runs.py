@@ -38,6 +38,8 @@ class RunStore(Protocol):
     async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome: ...
     async def transitions(self, task_id: str) -> list[TransitionRow]: ...
     async def checkpoints(self, task_id: str) -> list[Checkpoint]: ...
+    async def state_of(self, task_id: str) -> str | None: ...
+    async def run_counts(self, task_id: str) -> JSON: ...
 
 
 def _item(row: dict[str, Any]) -> ItemRow:
@@ -69,6 +71,7 @@ def step_json(record: StepRecord) -> JSON:
         "metadata_patch": record.metadata_patch,
         "model_call": dataclasses.asdict(record.model_call) if record.model_call else None,
         "then": dataclasses.asdict(record.then) if record.then else None,
+        "closing": record.closing,
     }
 
 
@@ -100,6 +103,8 @@ class PostgresRunStore:
             checkpoint_sha=row["checkpoint_sha"],
             effect=EffectRow(**effect) if effect else None,
             budget=dict(row["budget"]) if row["budget"] else None,
+            closed=row["closed"],
+            transition_seq=row["transition_seq"],
         )
 
     async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome:
@@ -142,3 +147,16 @@ class PostgresRunStore:
             return [
                 Checkpoint(sha=r["sha"], bundle=bytes(r["bundle"])) for r in await cur.fetchall()
             ]
+
+    async def state_of(self, task_id: str) -> str | None:
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("task_state"), {"task_id": task_id}, prepare=True)
+            row = await cur.fetchone()
+        return str(row["state"]) if row else None
+
+    async def run_counts(self, task_id: str) -> JSON:
+        """Effects that ran again after a crash (and how many extra runs), restored workspaces."""
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("run_counts"), {"task_id": task_id})
+            row = await cur.fetchone()
+        return dict(row) if row else {"reruns": 0, "steps_rerun": 0, "restored": 0}

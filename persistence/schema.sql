@@ -42,6 +42,7 @@ CREATE TABLE items (
     commit_sha       text,
     updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     failures         integer NOT NULL DEFAULT 0,
+    history          jsonb NOT NULL DEFAULT '[]'::jsonb,
     PRIMARY KEY (task_id, item_id),
     UNIQUE (task_id, position)
 );

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from persistence.db import Pool, read
+from persistence.changes import TaskChange, apply_change
+from persistence.db import Pool, read, transaction
+from persistence.records import TERMINAL_STATES, Transition
 from persistence.sql import q
 
 
 class WatchdogStore(Protocol):
     async def submitted_task_ids(self, older_than_s: float) -> list[str]: ...
+    async def fail_task(self, task_id: str, reason: str) -> bool: ...
     async def stuck_tasks(
         self, stuck_after_s: float, max_age_s: float
     ) -> list[tuple[str, str]]: ...
@@ -32,3 +35,23 @@ class PostgresWatchdogStore:
                 q("stuck_tasks"), {"stuck_after_s": stuck_after_s, "max_age_s": max_age_s}
             )
             return [(r["task_id"], r["why"]) for r in await cur.fetchall()]
+
+    async def fail_task(self, task_id: str, reason: str) -> bool:
+        """End a run as failed from outside it (the run notices, stops its effect and closes
+        its record); False if it had ended already."""
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(q("lock_task"), {"task_id": task_id})
+            locked = await cur.fetchone()
+            if locked is None or locked["state"] in TERMINAL_STATES:
+                return False
+            change = TaskChange(
+                transitions=[
+                    Transition(from_state=locked["state"], to_state="failed", reason=reason)
+                ],
+                state="failed",
+                status_text=f"Failed: {reason}",
+            )
+            await apply_change(
+                conn, task_id, change, seq=locked["transition_seq"], event_seq=locked["event_seq"]
+            )
+        return True

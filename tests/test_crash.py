@@ -85,7 +85,7 @@ async def test_lost_workspace_is_restored_from_checkpoints(
         ["git", "log", "--format=%H"], cwd=workspace, check=True, capture_output=True, text=True
     ).stdout.split()
     assert plan["first"]["commit"] in log and plan["second"]["commit"] in log
-    assert len(log) == 3
+    assert len(log) == 4  # start, first, second (restored from bundles, then worked), the end
     with psycopg.connect(database_url) as conn:
         reasons = [
             r[0]

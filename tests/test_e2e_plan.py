@@ -103,7 +103,9 @@ async def test_three_item_plan_runs_to_completion(
     log = _git(workspace, "log", "--format=%H").split()
     for sha in shas:
         assert sha in log
-    assert len(log) == 4  # the start commit and one per verified item
+    # The start commit, one per verified item, and the run's end (its final plan.json and
+    # progress.md, so the workspace is left clean).
+    assert len(log) == 5
     stored = json.loads((workspace / "plan.json").read_text())
     assert [i["status"] for i in stored["items"]] == ["done"] * 3
     assert [i["commit"] for i in stored["items"]] == shas

@@ -92,7 +92,8 @@ async def test_text_goal_is_planned_and_worked_with_tools(
     assert report["files_changed"] == ["hello.txt", "world.txt"]
     workspace = home / "workspaces" / task.id
     assert (workspace / "hello.txt").read_text() == "hello\n"
-    assert len(git_log(workspace)) == 3  # the start commit and one per verified item
+    # The start commit, one per verified item, and the run's end (its final files).
+    assert len(git_log(workspace)) == 4
     assert fake.request_count == 7 and fake.remaining == 0
 
     requests = fake.requests

@@ -13,5 +13,5 @@ class RunEngine(Protocol):
         ...
 
     async def cancel(self, task_id: str) -> None:
-        """Stop the task's run at its next step boundary (the state is already canceled)."""
+        """The task's state says canceled already: see that its run stops and closes."""
         ...

@@ -46,6 +46,7 @@ class DbosEngine:
         fault: Callable[[], None] = lambda: None,
     ) -> None:
         self._registry = registry
+        self._store = store
         self._run_worker = run_worker
         self._worker_concurrency = worker_concurrency
         self._queue_poll_s = queue_poll_s
@@ -126,7 +127,8 @@ class DbosEngine:
             await DBOS.enqueue_workflow_async(RUN_QUEUE, self._runner.run_task, task_id)
 
     async def cancel(self, task_id: str) -> None:
-        await DBOS.cancel_workflow_async(task_id)
+        """Nothing to do here: the task's row already says canceled, and its run (wherever it
+        runs, or when it is dequeued) sees that, stops its effect and closes its record."""
 
     async def _take_over(self, executor_id: str) -> int:
         """Re-enqueue the runs a dead executor left pending; live workers pick them up."""
@@ -138,6 +140,5 @@ class DbosEngine:
         return len(pending)
 
     async def _stop_run(self, task_id: str, reason: str) -> None:
-        """Stop a stuck run: interrupt its step, then fail it with a final progress entry."""
-        await DBOS.cancel_workflow_async(task_id)
-        await self._harness.fail(task_id, reason)
+        """Stop a stuck run: mark it failed; the run stops its effect and closes its record."""
+        await self._store.fail_task(task_id, reason)

@@ -95,6 +95,10 @@ class PlanRunner(DBOSConfiguredInstance):
     async def fail(self, task_id: str, reason: str) -> JSON:
         return await self._gated(self.harness.fail(task_id, reason))
 
+    @DBOS.step(**OUTAGE_RETRY)
+    async def close(self, task_id: str) -> JSON:
+        return await self._gated(self.harness.close(task_id))
+
     # ---- steps: the model ---------------------------------------------------------------
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
@@ -146,6 +150,9 @@ class PlanRunner(DBOSConfiguredInstance):
         try:
             return await self._run(task_id)
         except RunStopped:
+            # Ended by a step (a budget stop: closed already) or by others (a cancel, the
+            # watchdog): the closing writes the report and commits the files if none did.
+            await self.close(task_id)
             return "stopped"
         except Exception as exc:  # noqa: BLE001  (recorded on the task, not swallowed)
             # The run cannot go on; say so on the task instead of leaving it working forever.
@@ -156,7 +163,7 @@ class PlanRunner(DBOSConfiguredInstance):
     async def _run(self, task_id: str) -> str:
         snap = (await self._step(self.snapshot(task_id))).payload
         if snap["state"] in TERMINAL_STATES:
-            return str(snap["state"])
+            raise RunStopped  # ended before this run began (canceled while queued)
         if snap["state"] == "submitted":
             await self._step(self.begin_task(task_id))
         if not snap["items"]:

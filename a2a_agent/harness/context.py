@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from a2a_agent.budget import BudgetGuard
+from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.integrity import check_workspace
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.render import plan_document, progress_document, transition_line
@@ -22,6 +23,7 @@ from a2a_agent.harness.workspace import Workspace
 from persistence.ledger import Ledger
 from persistence.records import (
     TERMINAL_STATES,
+    Checkpoint,
     EffectStart,
     ItemChange,
     ItemRow,
@@ -147,12 +149,32 @@ class StepContext:
             return StepResult("stopped", attempt)
         return StepResult.ok(attempt=attempt)
 
+    async def commit(
+        self,
+        view: StepView,
+        items: Sequence[ItemRow],
+        pending: Sequence[Transition],
+        *,
+        key: str,
+        message: str,
+    ) -> Checkpoint | None:
+        """Commit the workspace with plan.json and progress.md as they will be once `pending`
+        is recorded (each transition with its `from_state` and `at` set, so the files the
+        record renders afterwards are the same); the new checkpoint, if HEAD moved. A lost
+        workspace is not committed (its restore brings the files back)."""
+        ws = self.workspace(view.task_id)
+        if not ws.git_dir.is_dir():
+            return None
+        await self.render(view, items, pending)
+        sha, bundle = await ws.commit(message, key, view.checkpoint_sha)
+        return Checkpoint(sha=sha, bundle=bundle) if bundle is not None else None
+
     async def render(
         self, view: StepView, items: Sequence[ItemRow], pending: Sequence[Transition] = ()
     ) -> None:
         """Write plan.json and progress.md as they will be once `pending` is recorded (a
         verified item's commit holds its own `done`)."""
-        rendered = await self._entries(view.task_id)
+        rendered = await self._entries(view.task_id, view.transition_seq)
         entries = [*rendered.lines, *(transition_line(t) for t in pending)]
         self._write(view.task_id, view.goal, items, entries)
 
@@ -163,9 +185,10 @@ class StepContext:
             plan_document(task_id, goal, items), progress_document(task_id, goal, items, entries)
         )
 
-    async def _entries(self, task_id: str) -> _Entries:
+    async def _entries(self, task_id: str, seq: int) -> _Entries:
+        """The entries up to transition `seq` (others may have written since we did)."""
         cached = self._rendered.get(task_id)
-        if cached is None:
+        if cached is None or cached.seq != seq:
             cached = self._remember(task_id, await self.runs.transitions(task_id))
         else:
             self._rendered.move_to_end(task_id)
@@ -212,7 +235,12 @@ class StepContext:
             effect_key=effect_key(view.task_id, "restore", scope=item.item_id, attempt=attempt),
             step="restore",
             result={},
-            item=ItemChange(item_id=item.item_id, status="in_progress", attempts=attempt + 1),
+            item=ItemChange(
+                item_id=item.item_id,
+                status="in_progress",
+                attempts=attempt + 1,
+                history=with_attempt(item, attempt, outcome=f"restarted: {why}"),
+            ),
             transitions=[
                 Transition(
                     item_id=item.item_id,

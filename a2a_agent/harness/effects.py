@@ -15,20 +15,24 @@ found there is a crash re-run, counted and put on record before it starts again.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from a2a_agent.budget import BudgetStop, Spend
 from a2a_agent.harness.context import StepContext, ended_by_others
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.files import overwrite
 from a2a_agent.harness.results import JSON, StepResult
-from persistence.records import StepRecord, StepView
+from persistence.records import TERMINAL_STATES, StepRecord, StepView, Transition
 
 Integrity = Literal["tree", "checkpoint", "none"]
+ENDED_POLL_S = 5.0  # how often a running effect looks whether its task ended, unwoken
 
 
 @dataclass(frozen=True)
@@ -71,10 +75,37 @@ class EffectMarker:
         overwrite(self.path, json.dumps({"key": key, "runs": runs}))
 
 
+def rerun_note(view: StepView, effect: Effect, runs: int) -> Transition:
+    """The transition that says an effect runs again after a crash (a state that stays)."""
+    step = effect.key.rsplit(":", 1)[-1]
+    if effect.item_id is None:
+        return Transition(
+            from_state=view.state,
+            to_state=view.state,
+            reason=f"`{step}` re-ran after the worker was lost; run {runs} of this step",
+        )
+    status = view.item(effect.item_id).status
+    return Transition(
+        item_id=effect.item_id,
+        attempt=effect.attempt,
+        from_state=status,
+        to_state=status,
+        reason=f"`{step}` of item `{effect.item_id}` re-ran after the worker was lost; "
+        f"run {runs} of this step",
+    )
+
+
+class Wakeups(Protocol):
+    """Wakes a waiter whenever a task may have changed (the notifier: LISTEN/NOTIFY)."""
+
+    def watch(self, task_id: str) -> AbstractAsyncContextManager[asyncio.Event]: ...
+
+
 class Effects:
-    def __init__(self, ctx: StepContext, endings: RunEndings) -> None:
+    def __init__(self, ctx: StepContext, endings: RunEndings, wakeups: Wakeups) -> None:
         self.ctx = ctx
         self.endings = endings
+        self.wakeups = wakeups
 
     def marker(self, task_id: str) -> EffectMarker:
         return EffectMarker(self.ctx.marker_path(task_id))
@@ -93,6 +124,8 @@ class Effects:
         marker = self.marker(view.task_id)
         if recorded is not None and recorded.status == "completed" and recorded.result is not None:
             value, runs = recorded.result, recorded.runs
+        elif view.is_terminal:
+            return StepResult("stopped", effect.attempt or 0)  # ended before it began
         else:
             ran_before = max(marker.runs_of(effect.key), recorded.runs if recorded else 0)
             if effect.integrity != "none":
@@ -115,11 +148,44 @@ class Effects:
                     effect.attempt,
                     effect.step,
                     runs=runs,
+                    note=rerun_note(view, effect, runs),
                 )
             marker.begin(effect.key, runs)
-            value = await perform()
+            performed = await self._unless_ended(view.task_id, perform)
+            if performed is None:
+                return StepResult("stopped", effect.attempt or 0)  # canceled while it ran
+            value = performed
         concluded = await conclude(value, runs)
         outcome = await self.ctx.record(view, concluded.record, fingerprint=concluded.fingerprint)
         if ended_by_others(concluded.record, outcome):
             return StepResult("stopped", effect.attempt or 0)
         return concluded.result
+
+    async def _unless_ended(
+        self, task_id: str, perform: Callable[[], Awaitable[JSON]]
+    ) -> JSON | None:
+        """`perform()`, stopped (its command killed, its request dropped) if the task ends
+        meanwhile: a cancel, the watchdog. Woken by the task's NOTIFY, and every
+        ENDED_POLL_S without one. None if it was stopped."""
+        work = asyncio.ensure_future(perform())
+        try:
+            async with self.wakeups.watch(task_id) as wake:
+                while not work.done():
+                    wake.clear()
+                    waiter = asyncio.ensure_future(wake.wait())
+                    try:
+                        await asyncio.wait(
+                            {work, waiter}, timeout=ENDED_POLL_S, return_when=FIRST_COMPLETED
+                        )
+                    finally:
+                        waiter.cancel()
+                    if work.done():
+                        break
+                    if await self.ctx.runs.state_of(task_id) in TERMINAL_STATES:
+                        work.cancel()
+                        await asyncio.wait({work})  # its cleanup (the command's kill) runs
+                        return None
+            return work.result()
+        finally:
+            if not work.done():  # we were cancelled ourselves: so is the effect
+                work.cancel()

@@ -1,43 +1,78 @@
-"""How a run ends, all in one place: finished, failed, stopped by its budget.
+"""How a run ends, all in one place: finished, failed, stopped by its budget, or closed after
+others ended it (a cancel, the watchdog).
 
-Each ending writes the final state, its reason as the last progress entry, and the final
-report, in one recorded step keyed by the ending, so an ending re-run after a crash is
-recorded once.
+Each ending writes the final state (a closing keeps the one others wrote), its reason as the
+last progress entry and the final report, and commits plan.json and progress.md as they then
+are, so the workspace is clean; one recorded step keyed by the ending, so an ending re-run
+after a crash is recorded once.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
 
 from a2a_agent.budget import Exhausted
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.report import build_report
 from a2a_agent.harness.results import JSON, StepResult
-from persistence.records import StepRecord, StepView, Transition
+from persistence.records import ItemRow, StepRecord, StepView, Transition
 
 
 class RunEndings:
     def __init__(self, ctx: StepContext) -> None:
         self.ctx = ctx
 
-    async def report(self, view: StepView) -> JSON:
-        """The final report from the stored items, the commits and the budget ledger."""
+    async def report(self, view: StepView, items: list[ItemRow] | None = None) -> JSON:
+        """The final report from the stored items, the commits, the budget ledger and what
+        crashes cost the run (steps re-run, workspaces restored)."""
         return build_report(
-            view.items,
+            items if items is not None else view.items,
             await self.ctx.workspace(view.task_id).files_changed_since_start(),
             await self.ctx.guard.budgets.budget_status(view.task_id),
+            await self.ctx.runs.run_counts(view.task_id),
         )
+
+    async def closing_record(
+        self, view: StepView, record: StepRecord, items: list[ItemRow] | None = None
+    ) -> StepRecord:
+        """`record` (an end of the run) with the files it leaves committed: its transitions
+        timed now and starting where the task is, its checkpoint the commit."""
+        now = datetime.now(UTC)
+        transitions = [
+            Transition(
+                to_state=t.to_state,
+                reason=t.reason,
+                item_id=t.item_id,
+                attempt=t.attempt,
+                from_state=t.from_state if t.from_state or t.item_id else view.state,
+                at=now,
+            )
+            for t in record.transitions
+        ]
+        record = dataclasses.replace(record, transitions=transitions)
+        checkpoint = await self.ctx.commit(
+            view,
+            items if items is not None else view.items,
+            transitions,
+            key=record.effect_key,
+            message=f"Run ended: {transitions[-1].reason}"[:200] if transitions else "Run ended",
+        )
+        return dataclasses.replace(record, checkpoint=checkpoint)
 
     async def _end(
         self,
         view: StepView,
         *,
         step: str,
-        state: str,
-        text: str,
+        state: str | None,
+        text: str | None,
         reason: str,
         metadata_patch: JSON | None = None,
     ) -> str:
-        outcome = await self.ctx.record(
+        closing = state is None
+        record = await self.closing_record(
             view,
             StepRecord(
                 effect_key=effect_key(view.task_id, step),
@@ -45,11 +80,13 @@ class RunEndings:
                 result={},
                 task_state=state,
                 status_text=text,
-                transitions=[Transition(to_state=state, reason=reason)],
+                transitions=[Transition(to_state=state or view.state, reason=reason)],
                 report=await self.report(view),
                 metadata_patch=metadata_patch,
+                closing=closing,
             ),
         )
+        outcome = await self.ctx.record(view, record)
         self.ctx.forget(view.task_id)
         return outcome.task_state
 
@@ -66,6 +103,21 @@ class RunEndings:
             view, step="fail", state="failed", text=f"Failed: {reason}", reason=reason
         )
         return StepResult.ok({"state": state})
+
+    async def close(self, view: StepView) -> StepResult:
+        """Others ended the run (a cancel, the watchdog): write its report and final entry and
+        commit its files; the state stays as they set it. Nothing if it is closed already."""
+        if not view.is_terminal or view.closed:
+            return StepResult.ok({"state": view.state})
+        summary = build_report(view.items)["summary"]
+        await self._end(
+            view,
+            step="close",
+            state=None,
+            text=None,
+            reason=f"the run stopped here ({view.state}): {summary}",
+        )
+        return StepResult.ok({"state": view.state})
 
     async def budget_stop(self, view: StepView, spent: Exhausted) -> StepResult:
         """A clean stop: the plan stays as it is, a final entry says where and why."""

@@ -15,6 +15,7 @@ from a2a_agent.errors import ModelError, PlanError
 from a2a_agent.harness import prompts
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
+from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.plan_harness import to_verification
 from a2a_agent.harness.results import JSON, StepResult
@@ -241,5 +242,12 @@ class ModelWork:
         view = await self.ctx.view(task_id)
         item = view.item(item_id)
         note = " ".join(note.split())[:500] or "(no note)"
-        record = to_verification(task_id, item, attempt, step="end_turn", done=f"model: {note}")
+        record = to_verification(
+            task_id,
+            item,
+            attempt,
+            step="end_turn",
+            done=f"model: {note}",
+            history=with_attempt(item, attempt, work={"by": "model", "note": note}),
+        )
         return await self.ctx.advance(view, record, attempt)

@@ -15,6 +15,7 @@ from a2a_agent.harness.commands import CommandResult, run_command
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
+from a2a_agent.harness.evidence import evidence, with_attempt
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.errors import NotFound
@@ -33,14 +34,6 @@ from persistence.records import (
 VERIFIED = {"done": "done", "retry": "retry", "failed": "failed"}
 
 
-def _evidence(result: CommandResult) -> JSON:
-    return {
-        "command": result.command,
-        "exit_code": result.exit_code,
-        "output_tail": result.output_tail,
-    }
-
-
 def verify_start(task_id: str, item_id: str, attempt: int) -> EffectStart:
     key = effect_key(task_id, "verify", scope=item_id, attempt=attempt)
     return EffectStart(key=key, step="verify", item_id=item_id, attempt=attempt)
@@ -56,6 +49,7 @@ def to_verification(
     result: JSON | None = None,
     charge: Charge | None = None,
     runs: int = 1,
+    history: list[JSON] | None = None,
 ) -> StepRecord:
     """The record of an item's work ending (its `run` command, or the model's turn): the item
     goes to `verifying`, and its verification is marked as the effect that comes next."""
@@ -63,7 +57,9 @@ def to_verification(
         effect_key=effect_key(task_id, step, scope=item.item_id, attempt=attempt),
         step=step,
         result=result or {},
-        item=ItemChange(item_id=item.item_id, status="verifying", attempts=attempt),
+        item=ItemChange(
+            item_id=item.item_id, status="verifying", attempts=attempt, history=history
+        ),
         transitions=[
             Transition(
                 item_id=item.item_id,
@@ -99,6 +95,7 @@ class PlanHarness:
         key = effect_key(task_id, "begin")
         ws.clear_stale_locks()
         await ws.ensure()
+        ws.ignore_build_junk()
         await self.ctx.render(view, view.items)
         sha, bundle = await ws.commit("Start task: plan.json and progress.md", key, None)
         executor = self.ctx.config.executor_id
@@ -189,6 +186,7 @@ class PlanHarness:
                 result=value,
                 charge=Charge(kind="command"),
                 runs=runs,
+                history=with_attempt(item, attempt, run=evidence(result, runs)),
             )
             return Concluded(record, StepResult.ok(attempt=attempt))
 
@@ -226,7 +224,7 @@ class PlanHarness:
         self, view: StepView, item: ItemRow, attempt: int, value: JSON, runs: int
     ) -> Concluded:
         result = CommandResult.from_json(value["command"])
-        evidence = _evidence(result)
+        shown = evidence(result, runs)
         failures = item.failures + 1
         item_id, verify = item.item_id, item.verify_command
         if failures < item.max_attempts:
@@ -238,8 +236,9 @@ class PlanHarness:
                     item_id=item_id,
                     status="in_progress",
                     attempts=attempt + 1,
-                    evidence=evidence,
+                    evidence=shown,
                     failures=failures,
+                    history=with_attempt(item, attempt, verify=shown, outcome="retry"),
                 ),
                 task_state="working",
                 status_text=f"Item {item_id} failed verification; retrying "
@@ -259,7 +258,8 @@ class PlanHarness:
                 then=self.ctx.first_effect(view.task_id, item, attempt + 1),
             )
             return Concluded(retry, StepResult("retry", attempt + 1))
-        failed_item = dataclasses.replace(item, status="failed", evidence=evidence)
+        history = with_attempt(item, attempt, verify=shown, outcome="failed")
+        failed_item = dataclasses.replace(item, status="failed", evidence=shown, history=history)
         after = dataclasses.replace(
             view, items=[failed_item if i.item_id == item_id else i for i in view.items]
         )
@@ -271,8 +271,9 @@ class PlanHarness:
                 item_id=item_id,
                 status="failed",
                 attempts=attempt,
-                evidence=evidence,
+                evidence=shown,
                 failures=failures,
+                history=history,
             ),
             task_state="failed",
             status_text=f"Item {item_id} failed verification after {failures} attempt(s): "
@@ -294,6 +295,7 @@ class PlanHarness:
             charge=Charge(kind="command"),
             runs=runs,
         )
+        failed = await self.endings.closing_record(view, failed, after.items)
         self.ctx.forget(view.task_id)
         return Concluded(failed, StepResult("failed", attempt))
 
@@ -302,7 +304,8 @@ class PlanHarness:
     ) -> Concluded:
         """Commit the workspace, plan.json/progress.md already showing the item done."""
         result = CommandResult.from_json(value["command"])
-        evidence = _evidence(result)
+        shown = evidence(result, runs)
+        history = with_attempt(item, attempt, verify=shown, outcome="done")
         key = effect_key(view.task_id, "verify", scope=item.item_id, attempt=attempt)
         done = Transition(
             item_id=item.item_id,
@@ -313,18 +316,20 @@ class PlanHarness:
             at=datetime.now(UTC),
         )
         items = [
-            dataclasses.replace(i, status="done", attempts=attempt, evidence=evidence)
+            dataclasses.replace(i, status="done", attempts=attempt, evidence=shown, history=history)
             if i.item_id == item.item_id
             else i
             for i in view.items
         ]
-        await self.ctx.render(view, items, [done])
-        ws = self.ctx.workspace(view.task_id)
-        sha, bundle = await ws.commit(
-            f"Item {item.item_id}: {item.title}\n\nVerified by `{item.verify_command}` (exit 0).",
-            key,
-            view.checkpoint_sha,
+        checkpoint = await self.ctx.commit(
+            view,
+            items,
+            [done],
+            key=key,
+            message=f"Item {item.item_id}: {item.title}\n\n"
+            f"Verified by `{item.verify_command}` (exit 0).",
         )
+        sha = checkpoint.sha if checkpoint else self.ctx.workspace(view.task_id).head()
         record = StepRecord(
             effect_key=key,
             step="verify",
@@ -333,12 +338,13 @@ class PlanHarness:
                 item_id=item.item_id,
                 status="done",
                 attempts=attempt,
-                evidence=evidence,
+                evidence=shown,
                 commit_sha=sha,
+                history=history,
             ),
             transitions=[done],
             # None when this step already recorded its checkpoint before a crash.
-            checkpoint=Checkpoint(sha=sha, bundle=bundle) if bundle is not None else None,
+            checkpoint=checkpoint,
             charge=Charge(kind="command"),
             runs=runs,
         )
@@ -351,3 +357,6 @@ class PlanHarness:
 
     async def fail(self, task_id: str, reason: str) -> StepResult:
         return await self.endings.fail(await self.ctx.view(task_id), reason)
+
+    async def close(self, task_id: str) -> StepResult:
+        return await self.endings.close(await self.ctx.view(task_id))

@@ -45,8 +45,10 @@ def plan_document(task_id: str, goal: str, items: Sequence[ItemRow]) -> str:
                 "verify": i.verify_command,
                 "evidence": i.evidence,
                 "commit": i.commit_sha,
+                "history": i.history,
             },
             ensure_ascii=False,
+            sort_keys=True,  # a dict read back from jsonb has its keys in another order
         )
         for i in items
     ]

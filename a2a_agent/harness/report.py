@@ -8,7 +8,10 @@ from persistence.records import JSON, ItemRow
 
 
 def build_report(
-    items: Sequence[ItemRow], files_changed: Sequence[str] = (), budget: JSON | None = None
+    items: Sequence[ItemRow],
+    files_changed: Sequence[str] = (),
+    budget: JSON | None = None,
+    crashes: JSON | None = None,
 ) -> JSON:
     done = [i.item_id for i in items if i.status == "done"]
     failed = [i.item_id for i in items if i.status == "failed"]
@@ -37,4 +40,10 @@ def build_report(
         "remaining": remaining,
         "files_changed": list(files_changed),
         "budget": {k: v for k, v in (budget or {}).items() if k not in ("limits", "alerts")},
+        # What crashes cost: effects that ran again under their key (and how many extra
+        # runs), and workspaces restored from checkpoints (each restarted an item).
+        "reruns": int((crashes or {}).get("reruns", 0)),
+        "steps_rerun": int((crashes or {}).get("steps_rerun", 0)),
+        "workspaces_restored": int((crashes or {}).get("restored", 0)),
+        "attempts": {i.item_id: i.attempts for i in items if i.attempts},
     }

@@ -20,6 +20,22 @@ from a2a_agent.errors import AgentError
 from a2a_agent.harness.files import overwrite
 
 KEY_TRAILER = "A2A-Idempotency-Key"
+DEFAULT_GITIGNORE = """\
+# Written by a2a-agent when the task began (the workspace had no .gitignore of its own).
+__pycache__/
+*.py[cod]
+.pytest_cache/
+.mypy_cache/
+.ruff_cache/
+.venv/
+venv/
+node_modules/
+dist/
+build/
+*.egg-info/
+.coverage
+.DS_Store
+"""
 DERIVED_FILES = ("plan.json", "progress.md")
 GIT = shutil.which("git") or "git"
 # Hooks a command may have planted never run inside the harness's git calls, and neither
@@ -148,6 +164,13 @@ class Workspace:
             shutil.rmtree(self.git_dir)
         if not self.git_dir.exists():
             await self._git("init", "-q", "-b", "main")
+
+    def ignore_build_junk(self) -> None:
+        """A .gitignore for what builds and tests leave behind, unless the workspace has its
+        own: the report's files_changed then lists what the work changed."""
+        path = self.root / ".gitignore"
+        if not path.exists() and not path.is_symlink():
+            path.write_text(DEFAULT_GITIGNORE)
 
     def write_files(self, plan_json: str, progress_md: str) -> None:
         """Write the two files rendered from rows; a lost workspace gets them again when it is

@@ -4,6 +4,7 @@
 -- One statement, one snapshot: the task, its items, the step's effect and (when asked) the
 -- budget.
 SELECT t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
+       t.report IS NOT NULL AS closed, t.transition_seq,
        task_items_json(t.id) AS items,
        (SELECT jsonb_build_object('key', e.key, 'status', e.status, 'runs', e.runs,
                                   'result', e.result)
@@ -12,11 +13,21 @@ SELECT t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
 FROM tasks t
 WHERE t.id = %(task_id)s
 
+-- name: task_state
+SELECT state FROM tasks WHERE id = %(task_id)s
+
 -- name: lock_task
 SELECT state, transition_seq, event_seq, status_text
 FROM tasks
 WHERE id = %(task_id)s
 FOR UPDATE
+
+-- name: run_counts
+-- What a crash cost a run: effects that ran again under their key, and restored workspaces.
+SELECT coalesce(sum(runs - 1) FILTER (WHERE runs > 1), 0)::integer AS reruns,
+       count(*) FILTER (WHERE runs > 1)::integer AS steps_rerun,
+       count(*) FILTER (WHERE step = 'restore')::integer AS restored
+FROM effects WHERE task_id = %(task_id)s
 
 -- name: get_transitions
 SELECT seq, item_id, attempt, from_state, to_state, reason, at

@@ -9,8 +9,10 @@ not recorded); `finish` performs and records it. Each run appends its key to the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from a2a_agent.budget import BudgetGuard, Spend
@@ -26,6 +28,14 @@ from persistence.records import StepRecord
 from persistence.runs import PostgresRunStore
 
 
+class NoWakeups:
+    """Nobody cancels this task: the effect is only ever woken by its poll."""
+
+    @contextlib.asynccontextmanager
+    async def watch(self, task_id: str) -> AsyncIterator[asyncio.Event]:
+        yield asyncio.Event()
+
+
 async def main(database_url: str, workspaces: Path, task_id: str, ledger: Path, mode: str) -> None:
     pool = create_pool(database_url, max_size=2)
     await pool.open(wait=True)
@@ -38,7 +48,7 @@ async def main(database_url: str, workspaces: Path, task_id: str, ledger: Path, 
         executor_id=f"child-{os.getpid()}",
     )
     ctx = StepContext(PostgresRunStore(pool), PostgresLedger(pool), guard, config)
-    effects = Effects(ctx, RunEndings(ctx))
+    effects = Effects(ctx, RunEndings(ctx), NoWakeups())
     key = effect_key(task_id, "run", scope="i0", attempt=1)
     view = await ctx.view(task_id, key=key, budget=True)
     effect = Effect(key, "run", "i0", 1, Spend(), integrity="none")

@@ -1,0 +1,36 @@
+"""What each attempt at an item showed: kept per attempt, never overwritten by the next.
+
+An item's `history` is a list of attempts, each {"attempt", "run" | "work", "verify",
+"outcome"}; `run` and `verify` hold a command's evidence (command, exit code, duration, the
+tail of its output, how many times it ran under its key).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a_agent.harness.commands import CommandResult
+from persistence.records import ItemRow
+
+JSON = dict[str, Any]
+
+
+def evidence(result: CommandResult, runs: int = 1) -> JSON:
+    return {
+        "command": result.command,
+        "exit_code": result.exit_code,
+        "output_tail": result.output_tail,
+        "duration_s": result.duration_s,
+        "timed_out": result.timed_out,
+        "runs": runs,
+    }
+
+
+def with_attempt(item: ItemRow, attempt: int, **fields: Any) -> list[JSON]:
+    """The item's attempts, with attempt `attempt` given `fields` (added if it is new)."""
+    history = [dict(entry) for entry in item.history]
+    for entry in history:
+        if entry.get("attempt") == attempt:
+            entry.update(fields)
+            return history
+    return [*history, {"attempt": attempt, **fields}]
