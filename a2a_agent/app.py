@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, Route
 
 from a2a_agent.edge.fast_reads import FastGetTask
 from a2a_agent.edge.handler import AgentRequestHandler
-from a2a_agent.edge.intake import Intake
+from a2a_agent.edge.intake import Intake, SmallestCall
 from a2a_agent.errors import ConfigError
 from a2a_agent.runtime import Runtime, plan_limits
 from a2a_agent.settings import Settings
@@ -64,6 +64,11 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
             model_available=runtime.model is not None,
             budget_defaults=settings.budget_defaults,
             budget_caps=settings.budget_caps,
+            smallest_call=SmallestCall(
+                model=settings.model,
+                output_tokens=min(settings.model_min_tokens, settings.model_max_tokens),
+                prices=settings.prices,
+            ),
         ),
     )
 

@@ -132,12 +132,22 @@ def effective_limits(
 
 @dataclass(frozen=True)
 class Exhausted:
+    """A dimension the next step may not spend in. `used` is what was spent; `reserved` what
+    the step would need on top (a model call's maximum cost), when that is what crossed."""
+
     dimension: str
     used: float
     limit: float
+    reserved: float = 0.0
 
     @property
     def reason(self) -> str:
+        if self.reserved and self.used < self.limit:
+            return (
+                f"budget_exhausted: {self.dimension}: the next model call needs up to "
+                f"{self.reserved:g} (reserved for its input and the fewest output tokens it "
+                f"may have) and {self.used:g} of the limit {self.limit:g} is used"
+            )
         return f"budget_exhausted: {self.dimension} used {self.used:g} of its limit {self.limit:g}"
 
 
@@ -179,7 +189,7 @@ def exhausted(
     for dimension, extra in (("usd", usd), ("tokens", tokens)):
         used, limit = _used_limit(status, dimension)
         if limit is not None and (used + extra > limit or used >= limit):
-            return Exhausted(dimension, round(used + extra, 6), limit)
+            return Exhausted(dimension, round(used, 6), limit, round(extra, 6))
     for dimension in ("wall_s", "steps_without_progress"):
         used, limit = _used_limit(status, dimension)
         if limit is not None and used >= limit:
@@ -251,6 +261,24 @@ class BudgetGuard:
 
     def cost(self, model: str, usage: Usage) -> float:
         return price_for(self.prices, model).cost(usage)
+
+    def output_room(
+        self, status: Mapping[str, Any], model: str, input_tokens: int
+    ) -> tuple[float, str] | None:
+        """How many output tokens a call with `input_tokens` can still pay for, and the
+        dimension that sets it; None when no limit does."""
+        room: tuple[float, str] | None = None
+        price = price_for(self.prices, model)
+        used, limit = _used_limit(status, "usd")
+        if limit is not None and price.output > 0:
+            left = limit - used - input_tokens * price.input / 1_000_000
+            room = (left * 1_000_000 / price.output, "usd")
+        used, limit = _used_limit(status, "tokens")
+        if limit is not None:
+            left_tokens = limit - used - input_tokens
+            if room is None or left_tokens < room[0]:
+                room = (left_tokens, "tokens")
+        return room
 
     def reservation(self, model: str, input_tokens: int, max_tokens: int) -> tuple[int, float]:
         """The most a call can cost: its input and every output token it may write."""

@@ -117,6 +117,7 @@ class Runtime:
             self.model,
             ModelConfig(
                 max_tokens=settings.model_max_tokens,
+                min_output_tokens=settings.model_min_tokens,
                 compact_at_tokens=settings.compact_at_tokens,
                 max_turns=settings.max_turns,
                 plan_tries=settings.plan_tries,

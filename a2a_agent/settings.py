@@ -111,6 +111,7 @@ class Settings:
     anthropic_base_url: str | None = None
     model: str = DEFAULT_MODEL
     model_max_tokens: int = 8192
+    model_min_tokens: int = 1024
     model_timeout_s: float = 600.0
     model_max_retries: int = 4
     compact_at_tokens: int = 120_000
@@ -171,6 +172,7 @@ class Settings:
             anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
             model=env.get("A2A_AGENT_MODEL") or DEFAULT_MODEL,
             model_max_tokens=_int(env, "A2A_AGENT_MODEL_MAX_TOKENS", 8192, minimum=256),
+            model_min_tokens=_int(env, "A2A_AGENT_MODEL_MIN_TOKENS", 1024, minimum=16),
             model_timeout_s=_float(env, "A2A_AGENT_MODEL_TIMEOUT_S", 600.0),
             model_max_retries=_int(env, "A2A_AGENT_MODEL_MAX_RETRIES", 4, minimum=0),
             compact_at_tokens=_int(env, "A2A_AGENT_COMPACT_AT_TOKENS", 120_000, minimum=1000),

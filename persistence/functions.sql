@@ -5,7 +5,8 @@
 -- PL/pgSQL, not LANGUAGE sql: a multi-statement SQL function is planned again on every call
 -- (0.73 ms for budget_status here), a PL/pgSQL one keeps its plan per session (0.31 ms).
 
--- A task's budget, per dimension: used (the charges, reservations included) and limit.
+-- A task's budget, per dimension: used (what its steps were charged), reserved (spending on
+-- record but not charged yet: reservations) and limit.
 -- `p_exclude_key` leaves out one step's own reservation when that step checks before spending.
 CREATE OR REPLACE FUNCTION budget_status(p_task_id text, p_exclude_key text) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
@@ -16,7 +17,10 @@ BEGIN
             SELECT * FROM budget_charges WHERE task_id = p_task_id AND key <> p_exclude_key
         ),
         totals AS (
-            SELECT coalesce(sum(tokens), 0) AS tokens, coalesce(sum(usd), 0) AS usd,
+            SELECT coalesce(sum(tokens) FILTER (WHERE kind <> 'reservation'), 0) AS tokens,
+                   coalesce(sum(usd) FILTER (WHERE kind <> 'reservation'), 0) AS usd,
+                   coalesce(sum(tokens) FILTER (WHERE kind = 'reservation'), 0) AS tokens_reserved,
+                   coalesce(sum(usd) FILTER (WHERE kind = 'reservation'), 0) AS usd_reserved,
                    coalesce(sum(actions), 0) AS actions
             FROM charges
         ),
@@ -35,8 +39,12 @@ BEGIN
                                 '-infinity'::timestamptz)
         )
         SELECT jsonb_build_object(
-            'usd', jsonb_build_object('used', round(totals.usd, 6), 'limit', t.budget -> 'max_usd'),
-            'tokens', jsonb_build_object('used', totals.tokens, 'limit', t.budget -> 'max_tokens'),
+            'usd', jsonb_build_object('used', round(totals.usd, 6),
+                                      'reserved', round(totals.usd_reserved, 6),
+                                      'limit', t.budget -> 'max_usd'),
+            'tokens', jsonb_build_object('used', totals.tokens,
+                                         'reserved', totals.tokens_reserved,
+                                         'limit', t.budget -> 'max_tokens'),
             'wall_s', jsonb_build_object(
                 'used', round(extract(epoch FROM clock_timestamp() - t.created_at)::numeric, 1),
                 'limit', t.budget -> 'max_wall_s'),
@@ -213,10 +221,16 @@ BEGIN
                                   'items', task_items_json(p_task_id));
     END IF;
     IF v_charge IS NOT NULL THEN
-        INSERT INTO budget_charges (key, task_id, kind, tool, tokens, usd, actions)
+        -- Charged no later than the step's own transitions (timed by the harness before it
+        -- recorded them): the step that finishes an item is not a step without progress.
+        INSERT INTO budget_charges (key, task_id, kind, tool, tokens, usd, actions, at)
         VALUES (v_key, p_task_id, v_charge ->> 'kind', v_charge ->> 'tool',
                 (v_charge ->> 'tokens')::bigint, (v_charge ->> 'usd')::numeric,
-                (v_charge ->> 'actions')::integer)
+                (v_charge ->> 'actions')::integer,
+                least(clock_timestamp(),
+                      (SELECT min((x ->> 'at')::timestamptz)
+                       FROM jsonb_array_elements(coalesce(p_step -> 'transitions', '[]'::jsonb))
+                            AS x)))
         ON CONFLICT (key) DO UPDATE
         SET kind = excluded.kind, tool = excluded.tool, tokens = excluded.tokens,
             usd = excluded.usd, actions = excluded.actions, at = clock_timestamp()

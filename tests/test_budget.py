@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState
+from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
@@ -266,3 +267,52 @@ def test_thresholds_and_exhaustion() -> None:
     status["actions_by_tool"]["bash"]["used"] = 3
     spent = exhausted(status, tool="bash")
     assert spent is not None and spent.dimension == "actions.bash"
+
+
+async def test_a_budget_of_a_few_cents_still_gets_its_calls_made(
+    start_agent: StartAgent, fake: FakeAnthropic
+) -> None:
+    # At the default prices one call's full reservation (8192 output tokens) is 0.12 USD:
+    # more than the whole budget. Each call is clamped to what is left instead.
+    fake.add(tool_reply("bash", {"command": "touch done.txt"}), text_reply("done.txt exists."))
+    server = start_agent("serve", "budget-cents", **model_env(fake))
+    done = await run_to_end(server.url, budget_message([MODEL_ITEM], {"max_usd": 0.05}))
+    assert done.status.state == COMPLETED, done.status.message
+    asked = [r["max_tokens"] for r in fake.requests]
+    assert all(1024 <= n < 8192 for n in asked), asked
+    assert asked[1] <= asked[0]  # what is left only shrinks
+    used = budget_of(done)["usd"]
+    assert used["used"] <= 0.05 and used["reserved"] == 0
+
+
+async def test_the_stop_says_whether_use_or_reservation_crossed(
+    start_agent: StartAgent, fake: FakeAnthropic, database_url: str
+) -> None:
+    # Each call costs 0.03 USD; the floor call (1024 output tokens) needs 0.0154 on top.
+    fake.add(*[tool_reply("bash", {"command": "true"}, input_tokens=10_000) for _ in range(5)])
+    server = start_agent("serve", "budget-floor", **model_env(fake))
+    done = await run_to_end(server.url, budget_message([MODEL_ITEM], {"max_usd": 0.05}))
+    assert done.status.state == FAILED
+    text = done.status.message.parts[0].text
+    assert "the next model call needs up to" in text and "of the limit 0.05 is used" in text
+    failure = failure_of(done)
+    spent = charges(database_url, done.id)
+    assert failure["dimension"] == "usd" and failure["used"] == pytest.approx(spent["usd"])
+    assert failure["reserved"] > 0 and failure["used"] + failure["reserved"] > 0.05
+    assert budget_of(done)["usd"]["used"] == pytest.approx(spent["usd"])
+
+
+async def test_a_budget_too_small_for_one_call_is_refused_at_submission(
+    start_agent: StartAgent, fake: FakeAnthropic, database_url: str
+) -> None:
+    server = start_agent("serve", "budget-tiny", **model_env(fake))
+    async with a2a_client(server.url) as client:
+        with pytest.raises(InvalidParamsError, match="too small for one model call"):
+            await send(client, budget_message([MODEL_ITEM], {"max_usd": 0.001}))
+        # A plan of commands only makes no model call: any budget will do.
+        ok = await send(client, budget_message([item("a", "true", "true")], {"max_usd": 0.001}))
+        done = await wait_for(client, ok.id)
+    assert done.status.state == COMPLETED
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM tasks").fetchone() == (1,)
+    assert fake.request_count == 0

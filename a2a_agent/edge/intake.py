@@ -11,9 +11,11 @@ from typing import Any
 from a2a.helpers.proto_helpers import get_data_parts
 from a2a.types.a2a_pb2 import Message, SendMessageRequest
 
-from a2a_agent.budget import effective_limits
+from a2a_agent.budget import Prices, effective_limits, price_for
 from a2a_agent.edge.convert import message_to_json
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
+from a2a_agent.harness import prompts
+from a2a_agent.model.types import Usage
 from a2a_agent.plans import PlanLimits, parse_plan
 from persistence.records import NewTask
 
@@ -57,12 +59,39 @@ def nul_in(value: Any, where: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class SmallestCall:
+    """What the cheapest model call this server would make costs: a budget below it could
+    never make one (calls are clamped to the budget, never below `output_tokens`)."""
+
+    model: str
+    output_tokens: int
+    prices: Mapping[str, Prices]
+
+    def cost(self, input_tokens: int) -> tuple[int, float]:
+        usage = Usage(input_tokens=input_tokens, output_tokens=self.output_tokens)
+        return input_tokens + self.output_tokens, price_for(self.prices, self.model).cost(usage)
+
+    def refuse_if_too_small(self, budget: Mapping[str, Any], input_tokens: int) -> None:
+        tokens, usd = self.cost(input_tokens)
+        for key, least, unit in (("max_usd", usd, "USD"), ("max_tokens", tokens, "tokens")):
+            limit = budget.get(key)
+            if limit is not None and limit < least:
+                raise PlanError(
+                    f"budget.{key} is {limit:g}, too small for one model call on this server: "
+                    f"it needs at least {least:.4g} {unit} (about {input_tokens} input and "
+                    f"{self.output_tokens} output tokens of {self.model}); raise it, or send a "
+                    "plan whose every item has a `run` command"
+                )
+
+
+@dataclass(frozen=True)
 class Intake:
     limits: PlanLimits
     max_message_bytes: int
     model_available: bool
     budget_defaults: Mapping[str, Any]
     budget_caps: Mapping[str, Any]
+    smallest_call: SmallestCall | None = None
 
     def check_message(self, request: SendMessageRequest) -> None:
         message = request.message
@@ -133,6 +162,10 @@ class Intake:
         if raw_plan is None:
             if not text.strip():
                 raise PlanError("the message has no text and no plan; say what to do")
+            if self.smallest_call is not None and self.model_available:
+                planning = prompts.estimated_tokens(prompts.planning_messages(text.strip()))
+                planning += len(prompts.PLANNER_SYSTEM) // 4
+                self.smallest_call.refuse_if_too_small(budget, planning)
             return NewTask(
                 task_id=task_id,
                 owner=owner,
@@ -150,6 +183,8 @@ class Intake:
         rejection = None
         if needing_model and not self.model_available:
             rejection = f"Items {needing_model} have no `run` command. {MODEL_NOT_AVAILABLE}"
+        elif needing_model and self.smallest_call is not None:
+            self.smallest_call.refuse_if_too_small(budget, len(prompts.WORKER_SYSTEM) // 4 + 300)
         return NewTask(
             task_id=task_id,
             owner=owner,

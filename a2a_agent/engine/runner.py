@@ -257,6 +257,7 @@ class PlanRunner(DBOSConfiguredInstance):
         request: JSON = context["request"]
         messages: list[JSON] = list(request["messages"])
         note = "the turn limit was reached"
+        seen = 0  # what the last call read and wrote: the next one reads at least as much
         for turn in range(int(context["max_turns"])):
             call = {
                 "key": effect_key(task_id, f"model.{turn}", scope=item_id, attempt=attempt),
@@ -264,6 +265,7 @@ class PlanRunner(DBOSConfiguredInstance):
                 "item_id": item_id,
                 "attempt": attempt,
                 "turn": turn,
+                "context_tokens": seen,
                 "request": {**request, "messages": messages},
             }
             response = ModelResponse.from_json(
@@ -280,10 +282,12 @@ class PlanRunner(DBOSConfiguredInstance):
                 called = await self._step(self.call_tool(task_id, item_id, attempt, use, tool_use))
                 results.append(called.payload)
             messages = [*messages, tool_results(results)]
-            if _context_size(response.usage, messages) > int(context["compact_at"]):
+            seen = _context_size(response.usage, messages)
+            if seen > int(context["compact_at"]):
                 messages = await self._compact(
                     task_id, item_id, attempt, turn=turn, request=request, messages=messages
                 )
+                seen = 0
         await self._step(self.end_turn(task_id, item_id, attempt, note))
 
     async def _compact(

@@ -132,6 +132,7 @@ class RunEndings:
                     "reason": "budget_exhausted",
                     "dimension": spent.dimension,
                     "used": spent.used,
+                    "reserved": spent.reserved,
                     "limit": spent.limit,
                 }
             },

@@ -7,6 +7,7 @@ is never paid for twice and a recorded tool call never runs twice.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from a2a_agent.harness.tools import TOOL_SPECS, WorkspaceTools
 from a2a_agent.model import Model
 from a2a_agent.model.types import ModelRequest, ModelResponse
 from a2a_agent.plans import PlanLimits, parse_plan
-from persistence.records import Charge, EffectStart, ModelCall, StepRecord, Transition
+from persistence.records import Charge, EffectStart, ModelCall, StepRecord, StepView, Transition
 
 PROGRESS_TAIL_CHARS = 3000
 
@@ -31,6 +32,7 @@ PROGRESS_TAIL_CHARS = 3000
 @dataclass(frozen=True)
 class ModelConfig:
     max_tokens: int
+    min_output_tokens: int
     compact_at_tokens: int
     max_turns: int
     plan_tries: int
@@ -60,18 +62,22 @@ class ModelWork:
 
     async def call_model(self, task_id: str, call: JSON) -> StepResult:
         """One model call as a keyed effect. `call`: key, purpose (plan | work | compact),
-        item_id, attempt, turn, request. Checked against the budget with its maximum cost;
+        item_id, attempt, turn, context_tokens (the last call's), request. Checked against the budget with its maximum cost;
         its response, usage and charge are recorded together (never paid twice)."""
         key = str(call["key"])
         item_id, attempt = call.get("item_id"), call.get("attempt")
         view = await self.ctx.view(task_id, key=key, budget=True)
         model = self._model()
         request = ModelRequest.from_json(call["request"])
-        tokens, usd = self.ctx.guard.reservation(
-            model.name,
+        # The request's own size, or what the previous call of the turn read and wrote, if
+        # more (the model's count, which a character estimate can miss by far).
+        input_tokens = max(
             prompts.estimated_tokens(request.messages) + len(request.system) // 4,
-            request.max_tokens,
+            int(call.get("context_tokens") or 0),
         )
+        fitted = self._fit_to_budget(view, model.name, input_tokens, request.max_tokens)
+        request = dataclasses.replace(request, max_tokens=fitted)
+        tokens, usd = self.ctx.guard.reservation(model.name, input_tokens, request.max_tokens)
         effect = Effect(
             key=key,
             step="model",
@@ -116,6 +122,16 @@ class ModelWork:
             return Concluded(record, StepResult.ok(value), fingerprint=False)
 
         return await self.effects.run(view, effect, perform, conclude)
+
+    def _fit_to_budget(self, view: StepView, model: str, input_tokens: int, max_tokens: int) -> int:
+        """The call's max_tokens, lowered to what the budget can still pay for, but not below
+        the floor (A2A_AGENT_MODEL_MIN_TOKENS, or max_tokens if lower): a small budget still
+        gets calls made, and when even the floor does not fit, the budget check that follows
+        stops the run and names the reservation that did not fit."""
+        room = self.ctx.guard.output_room(view.budget or {}, model, input_tokens)
+        if room is None or room[0] >= max_tokens:
+            return max_tokens
+        return max(int(room[0]), min(self.config.min_output_tokens, max_tokens))
 
     # ---- planning -----------------------------------------------------------------------
 
