@@ -12,8 +12,8 @@ from a2a_agent.errors import PlanError
 from persistence.records import NewItem
 
 ITEM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-ITEM_KEYS = frozenset({"id", "title", "run", "verify", "max_attempts"})
-VERIFY_KEYS = frozenset({"command", "timeout_s"})
+ITEM_KEYS = frozenset({"id", "title", "run", "verify", "max_attempts", "timeout_s"})
+COMMAND_KEYS = frozenset({"command", "timeout_s"})
 PLAN_KEYS = frozenset({"goal", "items"})
 MAX_ATTEMPTS_CAP = 20
 
@@ -23,7 +23,8 @@ class PlanLimits:
     max_items: int
     default_max_attempts: int
     default_verify_timeout_s: int
-    max_verify_timeout_s: int
+    max_verify_timeout_s: int  # also the most a `run` command may ask for
+    max_item_timeout_s: int = 7 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,22 @@ def _command(value: Any, where: str) -> str:
     return value
 
 
+def _command_spec(
+    value: Any, where: str, default_timeout: int | None, max_timeout: int
+) -> tuple[str, int | None]:
+    """A command given as a string, or as {"command", "timeout_s"}; its timeout is capped by
+    the server's setting."""
+    if isinstance(value, Mapping):
+        _unknown(value.keys(), COMMAND_KEYS, where)
+        timeout = default_timeout
+        if "timeout_s" in value:
+            timeout = _whole_number(
+                value["timeout_s"], f"{where}.timeout_s", low=1, high=max_timeout
+            )
+        return _command(value.get("command"), f"{where}.command"), timeout
+    return _command(value, where), default_timeout
+
+
 def _unknown(keys: Any, allowed: frozenset[str], where: str) -> None:
     extra = sorted(set(keys) - allowed)
     if extra:
@@ -85,7 +102,7 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
             raise PlanError(f"{where} must be an object")
         _unknown(raw.keys(), ITEM_KEYS, where)
         item_id = raw.get("id")
-        if not isinstance(item_id, str) or not ITEM_ID.match(item_id):
+        if not isinstance(item_id, str) or not ITEM_ID.fullmatch(item_id):
             raise PlanError(
                 f"{where}.id must be a string of letters, digits, '.', '_' or '-' "
                 f"(at most 64, starting with a letter or digit), got {item_id!r}"
@@ -97,28 +114,27 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
         title = raw.get("title", item_id)
         if not isinstance(title, str) or not title.strip():
             raise PlanError(f"{where}: title must be a non-empty string")
-        run = raw.get("run")
-        if run is not None:
-            run = _command(run, f"{where}: run")
+        run, run_timeout = None, None
+        if raw.get("run") is not None:
+            run, run_timeout = _command_spec(
+                raw["run"], f"{where}: run", None, limits.max_verify_timeout_s
+            )
         if "verify" not in raw:
             raise PlanError(
                 f"{where} has no verify command; every item needs one, and its exit code 0 "
                 "is what marks the item done"
             )
-        verify = raw["verify"]
-        timeout = limits.default_verify_timeout_s
-        if isinstance(verify, Mapping):
-            _unknown(verify.keys(), VERIFY_KEYS, f"{where}: verify")
-            if "timeout_s" in verify:
-                timeout = _whole_number(
-                    verify["timeout_s"],
-                    f"{where}: verify.timeout_s",
-                    low=1,
-                    high=limits.max_verify_timeout_s,
-                )
-            command = _command(verify.get("command"), f"{where}: verify.command")
-        else:
-            command = _command(verify, f"{where}: verify")
+        command, timeout = _command_spec(
+            raw["verify"],
+            f"{where}: verify",
+            limits.default_verify_timeout_s,
+            limits.max_verify_timeout_s,
+        )
+        item_timeout = None
+        if "timeout_s" in raw:
+            item_timeout = _whole_number(
+                raw["timeout_s"], f"{where}: timeout_s", low=1, high=limits.max_item_timeout_s
+            )
         attempts = limits.default_max_attempts
         if "max_attempts" in raw:
             attempts = _whole_number(
@@ -130,8 +146,10 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
                 title=title,
                 run=run,
                 verify_command=command,
-                verify_timeout_s=timeout,
+                verify_timeout_s=timeout or limits.default_verify_timeout_s,
                 max_attempts=attempts,
+                run_timeout_s=run_timeout,
+                timeout_s=item_timeout,
             )
         )
     return ParsedPlan(goal=goal, items=items)

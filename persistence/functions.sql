@@ -72,7 +72,10 @@ BEGIN
                    'verify_timeout_s', i.verify_timeout_s, 'max_attempts', i.max_attempts,
                    'status', i.status, 'attempts', i.attempts, 'evidence', i.evidence,
                    'commit_sha', i.commit_sha, 'failures', i.failures,
-                   'history', i.history) ORDER BY i.position),
+                   'history', i.history, 'run_timeout_s', i.run_timeout_s,
+                   'timeout_s', i.timeout_s,
+                   'elapsed_s', extract(epoch FROM clock_timestamp() - i.started_at)::float8)
+                   ORDER BY i.position),
                '[]'::jsonb)
         FROM items i WHERE i.task_id = p_task_id
     );
@@ -153,6 +156,8 @@ BEGIN
                        'id', i.item_id, 'title', i.title, 'status', i.status,
                        'attempts', i.attempts, 'max_attempts', i.max_attempts,
                        'run', i.run, 'verify', i.verify_command,
+                       'run_timeout_s', i.run_timeout_s,
+                       'verify_timeout_s', i.verify_timeout_s, 'timeout_s', i.timeout_s,
                        'evidence', i.evidence, 'commit', i.commit_sha,
                        'history', i.history) ORDER BY i.position)
                        FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb)) AS plan,
@@ -240,10 +245,11 @@ BEGIN
                   AND NOT v_closing;
     IF NOT v_terminal THEN
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
-                           verify_timeout_s, max_attempts)
+                           verify_timeout_s, max_attempts, run_timeout_s, timeout_s)
         SELECT p_task_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
                n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
-               (n.x ->> 'max_attempts')::integer
+               (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
+               (n.x ->> 'timeout_s')::integer
         FROM jsonb_array_elements(v_new_items) WITH ORDINALITY AS n (x, ord);
         IF v_item IS NOT NULL THEN
             UPDATE items
@@ -252,6 +258,10 @@ BEGIN
                 commit_sha = coalesce(v_item ->> 'commit_sha', commit_sha),
                 failures = coalesce((v_item ->> 'failures')::integer, failures),
                 history = coalesce(nullif(v_item -> 'history', 'null'::jsonb), history),
+                -- The item's clock starts with its first attempt.
+                started_at = CASE WHEN v_item ->> 'status' = 'in_progress'
+                                  THEN coalesce(started_at, clock_timestamp())
+                                  ELSE started_at END,
                 updated_at = clock_timestamp()
             WHERE task_id = p_task_id AND item_id = v_item ->> 'item_id'
             RETURNING jsonb_build_object(
@@ -259,7 +269,8 @@ BEGIN
                 'verify_command', verify_command, 'verify_timeout_s', verify_timeout_s,
                 'max_attempts', max_attempts, 'status', status, 'attempts', attempts,
                 'evidence', evidence, 'commit_sha', commit_sha, 'failures', failures,
-                'history', history)
+                'history', history, 'run_timeout_s', run_timeout_s, 'timeout_s', timeout_s,
+                'elapsed_s', extract(epoch FROM clock_timestamp() - started_at)::float8)
             INTO v_one;
             v_changed := jsonb_build_array(v_one);
         END IF;
@@ -385,10 +396,11 @@ BEGIN
             jsonb_build_array(p_task -> 'first_message'), p_task -> 'metadata',
             p_task -> 'budget');
     INSERT INTO items (task_id, position, item_id, title, run, verify_command,
-                       verify_timeout_s, max_attempts)
+                       verify_timeout_s, max_attempts, run_timeout_s, timeout_s)
     SELECT v_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
            n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
-           (n.x ->> 'max_attempts')::integer
+           (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
+           (n.x ->> 'timeout_s')::integer
     FROM jsonb_array_elements(v_items) WITH ORDINALITY AS n (x, ord);
     IF v_rejection IS NOT NULL THEN
         v_transitions := v_transitions || jsonb_build_array(jsonb_build_object(

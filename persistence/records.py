@@ -21,6 +21,8 @@ class NewItem:
     verify_command: str
     verify_timeout_s: int
     max_attempts: int
+    run_timeout_s: int | None = None  # None: the server's command timeout
+    timeout_s: int | None = None  # the whole item, all attempts; None: no limit of its own
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,15 @@ class ItemRow:
     commit_sha: str | None
     failures: int
     history: list[JSON] = field(default_factory=list)
+    run_timeout_s: int | None = None
+    timeout_s: int | None = None
+    elapsed_s: float | None = None  # since its first attempt began (the database's clock)
+
+    def time_left_s(self) -> float | None:
+        """Seconds the item may still take; None without a limit of its own."""
+        if self.timeout_s is None:
+            return None
+        return self.timeout_s - (self.elapsed_s or 0.0)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,9 @@ CREATE TABLE items (
     updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     failures         integer NOT NULL DEFAULT 0,
     history          jsonb NOT NULL DEFAULT '[]'::jsonb,
+    run_timeout_s    integer,
+    timeout_s        integer,
+    started_at       timestamptz,
     PRIMARY KEY (task_id, item_id),
     UNIQUE (task_id, position)
 );

@@ -14,10 +14,11 @@ from datetime import UTC, datetime
 
 from a2a_agent.budget import Exhausted
 from a2a_agent.harness.context import StepContext
+from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.report import build_report
 from a2a_agent.harness.results import JSON, StepResult
-from persistence.records import ItemRow, StepRecord, StepView, Transition
+from persistence.records import ItemChange, ItemRow, StepRecord, StepView, Transition
 
 
 class RunEndings:
@@ -118,6 +119,46 @@ class RunEndings:
             reason=f"the run stopped here ({view.state}): {summary}",
         )
         return StepResult.ok({"state": view.state})
+
+    async def out_of_time(self, view: StepView, item: ItemRow, attempt: int) -> StepResult:
+        """The item's own time limit passed: it fails (no attempt is left to it), and so does
+        the run, as when its attempts run out."""
+        reason = f"item {item.item_id} used up its time limit of {item.timeout_s} s"
+        history = with_attempt(item, attempt, outcome="out of time")
+        failed = dataclasses.replace(item, status="failed", history=history)
+        after = dataclasses.replace(
+            view, items=[failed if i.item_id == item.item_id else i for i in view.items]
+        )
+        record = await self.closing_record(
+            view,
+            StepRecord(
+                effect_key=effect_key(
+                    view.task_id, "out_of_time", scope=item.item_id, attempt=attempt
+                ),
+                step="out_of_time",
+                result={},
+                item=ItemChange(
+                    item_id=item.item_id, status="failed", attempts=attempt, history=history
+                ),
+                task_state="failed",
+                status_text=f"Failed: {reason}.",
+                transitions=[
+                    Transition(
+                        item_id=item.item_id,
+                        attempt=attempt,
+                        from_state=item.status,
+                        to_state="failed",
+                        reason=f"{reason}; no attempts left",
+                    ),
+                    Transition(from_state="working", to_state="failed", reason=reason),
+                ],
+                report=await self.report(after),
+            ),
+            after.items,
+        )
+        await self.ctx.record(view, record)
+        self.ctx.forget(view.task_id)
+        return StepResult("stopped", attempt)
 
     async def budget_stop(self, view: StepView, spent: Exhausted) -> StepResult:
         """A clean stop: the plan stays as it is, a final entry says where and why."""

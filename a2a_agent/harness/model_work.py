@@ -18,7 +18,7 @@ from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
-from a2a_agent.harness.plan_harness import to_verification
+from a2a_agent.harness.plan_harness import recorded, to_verification, within_item
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.harness.tools import TOOL_SPECS, WorkspaceTools
 from a2a_agent.model import Model
@@ -62,12 +62,17 @@ class ModelWork:
 
     async def call_model(self, task_id: str, call: JSON) -> StepResult:
         """One model call as a keyed effect. `call`: key, purpose (plan | work | compact),
-        item_id, attempt, turn, context_tokens (the last call's), request. Checked against the budget with its maximum cost;
-        its response, usage and charge are recorded together (never paid twice)."""
+        item_id, attempt, turn, context_tokens (the last call's), request. Checked against
+        the budget with its maximum cost (fitted to what is left) and the item's time; its
+        response, usage and charge are recorded together (never paid twice)."""
         key = str(call["key"])
         item_id, attempt = call.get("item_id"), call.get("attempt")
         view = await self.ctx.view(task_id, key=key, budget=True)
         model = self._model()
+        if item_id is not None and not recorded(view):
+            item = view.item(str(item_id))
+            if within_item(item, 1) is None:
+                return await self.effects.endings.out_of_time(view, item, int(attempt or 0))
         request = ModelRequest.from_json(call["request"])
         # The request's own size, or what the previous call of the turn read and wrote, if
         # more (the model's count, which a character estimate can miss by far).
@@ -216,6 +221,10 @@ class ModelWork:
         key = effect_key(task_id, f"tool.{turn}.{n}", scope=item_id, attempt=attempt)
         view = await self.ctx.view(task_id, key=key, budget=True)
         name = str(tool_use.get("name"))
+        item = view.item(item_id)
+        bash_timeout = within_item(item, self.config.bash_timeout_s)
+        if bash_timeout is None and not recorded(view):
+            return await self.effects.endings.out_of_time(view, item, attempt)
         effect = Effect(
             key=key,
             step="tool",
@@ -231,7 +240,7 @@ class ModelWork:
                 root=ws.root,
                 env=self.ctx.command_env(task_id, item_id, attempt, key, ws.root),
                 output_bytes=self.config.tool_output_bytes,
-                max_timeout_s=self.config.bash_timeout_s,
+                max_timeout_s=bash_timeout or 1,
                 pid_file=ws.command_pid_file,
             )
             outcome = await tools.call(name, tool_use.get("input") or {})

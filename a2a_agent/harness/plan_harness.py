@@ -8,6 +8,7 @@ crash, because effects are keyed (`effects.py`) and records are idempotent by th
 from __future__ import annotations
 
 import dataclasses
+import math
 from datetime import UTC, datetime
 
 from a2a_agent.budget import Spend
@@ -32,6 +33,21 @@ from persistence.records import (
 
 # What a recorded verification said, as the step result the body goes on from.
 VERIFIED = {"done": "done", "retry": "retry", "failed": "failed"}
+
+
+def recorded(view: StepView) -> bool:
+    """The step's effect completed before (a replay): it runs no more, whatever the time."""
+    return view.effect is not None and view.effect.status == "completed"
+
+
+def within_item(item: ItemRow, timeout_s: int) -> int | None:
+    """`timeout_s`, cut to what the item's own time limit leaves; None if nothing is left."""
+    left = item.time_left_s()
+    if left is None:
+        return timeout_s
+    if left <= 0:
+        return None
+    return max(1, min(timeout_s, math.ceil(left)))
 
 
 def verify_start(task_id: str, item_id: str, attempt: int) -> EffectStart:
@@ -173,6 +189,9 @@ class PlanHarness:
             raise NotFound(f"item {item_id} has no run command")
         command = item.run
         effect = self._command_effect(task_id, item, attempt, "run")
+        timeout = within_item(item, item.run_timeout_s or self.ctx.config.command_timeout_s)
+        if timeout is None and not recorded(view):
+            return await self.endings.out_of_time(view, item, attempt)
 
         async def conclude(value: JSON, runs: int) -> Concluded:
             result = CommandResult.from_json(value["command"])
@@ -190,9 +209,8 @@ class PlanHarness:
             )
             return Concluded(record, StepResult.ok(attempt=attempt))
 
-        timeout = self.ctx.config.command_timeout_s
         return await self.effects.run(
-            view, effect, lambda: self._run(task_id, effect, command, timeout), conclude
+            view, effect, lambda: self._run(task_id, effect, command, timeout or 1), conclude
         )
 
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> StepResult:
@@ -200,6 +218,9 @@ class PlanHarness:
         view = await self.ctx.view(task_id, key=key, budget=True)
         item = view.item(item_id)
         effect = self._command_effect(task_id, item, attempt, "verify")
+        verify_timeout = within_item(item, item.verify_timeout_s)
+        if verify_timeout is None and not recorded(view):
+            return await self.endings.out_of_time(view, item, attempt)
 
         async def conclude(value: JSON, runs: int) -> Concluded:
             if value.get("outcome") in VERIFIED:
@@ -216,7 +237,7 @@ class PlanHarness:
         return await self.effects.run(
             view,
             effect,
-            lambda: self._run(task_id, effect, item.verify_command, item.verify_timeout_s),
+            lambda: self._run(task_id, effect, item.verify_command, verify_timeout or 1),
             conclude,
         )
 

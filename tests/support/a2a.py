@@ -44,7 +44,9 @@ async def a2a_client(url: str, *, streaming: bool = False) -> AsyncIterator[Clie
             await client.close()
 
 
-def item(item_id: str, run: str, verify: str | dict[str, Any], **extra: Any) -> dict[str, Any]:
+def item(
+    item_id: str, run: str | dict[str, Any], verify: str | dict[str, Any], **extra: Any
+) -> dict[str, Any]:
     return {"id": item_id, "title": f"Item {item_id}", "run": run, "verify": verify, **extra}
 
 
