@@ -2,54 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import cast
 
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
 from a2a.server.routes.rest_routes import create_rest_routes
-from a2a.types.a2a_pb2 import AgentCard, AgentInterface
-from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
-from google.protobuf.json_format import ParseDict
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from a2a_agent.edge.card import CACHE_CONTROL, load_card, schema_routes
 from a2a_agent.edge.fast_reads import FastGetTask
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
-from a2a_agent.errors import ConfigError
 from a2a_agent.runtime import Runtime, plan_limits
 from a2a_agent.settings import Settings
 
 JSONRPC_PATH = "/"
-
-
-def load_card(settings: Settings) -> AgentCard:
-    try:
-        data = json.loads(settings.agent_card_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the agent card {settings.agent_card_path}: {exc}") from exc
-    card = cast(AgentCard, ParseDict(data, AgentCard()))
-    base = settings.url.rstrip("/")
-    card.supported_interfaces.extend(
-        [
-            AgentInterface(
-                url=base + JSONRPC_PATH,
-                protocol_binding=TransportProtocol.JSONRPC.value,
-                protocol_version=PROTOCOL_VERSION_1_0,
-            ),
-            AgentInterface(
-                url=base,
-                protocol_binding=TransportProtocol.HTTP_JSON.value,
-                protocol_version=PROTOCOL_VERSION_1_0,
-            ),
-        ]
-    )
-    return card
 
 
 def create_app(settings: Settings, conninfo: str) -> Starlette:
@@ -91,11 +62,18 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
         async with runtime:
             yield
 
+    card = load_card(
+        settings,
+        plan_limits(settings),
+        model_configured=runtime.model is not None,
+        jsonrpc_path=JSONRPC_PATH,
+    )
     # Our own routes and the card first: the REST routes end in a catch-all /{tenant} mount.
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
-        *create_agent_card_routes(load_card(settings)),
+        *schema_routes(settings, plan_limits(settings)),
+        *create_agent_card_routes(card, cache_control=CACHE_CONTROL),
         *create_jsonrpc_routes(handler, JSONRPC_PATH),
         *create_rest_routes(handler),
     ]

@@ -16,6 +16,7 @@ from typing import Any
 
 from a2a_agent.errors import AgentError, ConfigError, PlanError
 from a2a_agent.model.types import Usage
+from a2a_agent.wire import wire_name
 from persistence.budgets import Budgets
 
 NUMERIC_LIMITS = ("max_usd", "max_tokens", "max_wall_s", "max_steps_without_progress")
@@ -91,20 +92,19 @@ def _check_limits(raw: Any, where: str) -> dict[str, Any]:
         raise PlanError(f"{where} must be an object")
     unknown = sorted(set(raw) - LIMIT_KEYS)
     if unknown:
-        raise PlanError(f"{where} has unknown field(s) {unknown}; allowed: {sorted(LIMIT_KEYS)}")
+        allowed = sorted(wire_name(key) for key in LIMIT_KEYS)
+        raise PlanError(f"{where} has unknown field(s) {unknown}; allowed: {allowed}")
     limits: dict[str, Any] = {}
     for key in NUMERIC_LIMITS:
         if key in raw:
-            number = _positive(raw[key], f"{where}.{key}", whole=key != "max_usd")
+            number = _positive(raw[key], f"{where}.{wire_name(key)}", whole=key != "max_usd")
             limits[key] = number if key == "max_usd" else int(number)
     if "max_actions" in raw:
         actions = raw["max_actions"]
         if not isinstance(actions, Mapping) or not actions:
-            raise PlanError(
-                f'{where}.max_actions must be an object like {{"bash": 200, "*": 1000}}'
-            )
+            raise PlanError(f'{where}.maxActions must be an object like {{"bash": 200, "*": 1000}}')
         limits["max_actions"] = {
-            str(tool): int(_positive(n, f"{where}.max_actions.{tool}", whole=True))
+            str(tool): int(_positive(n, f"{where}.maxActions.{tool}", whole=True))
             for tool, n in actions.items()
         }
     return limits
@@ -121,10 +121,12 @@ def effective_limits(
                 cap = caps.get("max_actions", {}).get(tool, caps.get("max_actions", {}).get("*"))
                 if cap is not None and n > cap:
                     raise PlanError(
-                        f"budget.max_actions.{tool} is {n}, above this server's cap of {cap}"
+                        f"budget.maxActions.{tool} is {n}, above this server's cap of {cap}"
                     )
         elif key in caps and value > caps[key]:
-            raise PlanError(f"budget.{key} is {value}, above this server's cap of {caps[key]}")
+            raise PlanError(
+                f"budget.{wire_name(key)} is {value}, above this server's cap of {caps[key]}"
+            )
     limits = {**defaults, **asked}
     limits["max_actions"] = {**defaults.get("max_actions", {}), **asked.get("max_actions", {})}
     return limits

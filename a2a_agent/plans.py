@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_agent.errors import PlanError
+from a2a_agent.wire import wire_name
 from persistence.records import NewItem
 
 ITEM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -67,7 +68,7 @@ def _command_spec(
         timeout = default_timeout
         if "timeout_s" in value:
             timeout = _whole_number(
-                value["timeout_s"], f"{where}.timeout_s", low=1, high=max_timeout
+                value["timeout_s"], f"{where}.timeoutS", low=1, high=max_timeout
             )
         return _command(value.get("command"), f"{where}.command"), timeout
     return _command(value, where), default_timeout
@@ -76,7 +77,8 @@ def _command_spec(
 def _unknown(keys: Any, allowed: frozenset[str], where: str) -> None:
     extra = sorted(set(keys) - allowed)
     if extra:
-        raise PlanError(f"{where} has unknown field(s) {extra}; allowed: {sorted(allowed)}")
+        names = sorted(wire_name(name) for name in allowed)
+        raise PlanError(f"{where} has unknown field(s) {extra}; allowed: {names}")
 
 
 def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
@@ -133,12 +135,12 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
         item_timeout = None
         if "timeout_s" in raw:
             item_timeout = _whole_number(
-                raw["timeout_s"], f"{where}: timeout_s", low=1, high=limits.max_item_timeout_s
+                raw["timeout_s"], f"{where}: timeoutS", low=1, high=limits.max_item_timeout_s
             )
         attempts = limits.default_max_attempts
         if "max_attempts" in raw:
             attempts = _whole_number(
-                raw["max_attempts"], f"{where}: max_attempts", low=1, high=MAX_ATTEMPTS_CAP
+                raw["max_attempts"], f"{where}: maxAttempts", low=1, high=MAX_ATTEMPTS_CAP
             )
         items.append(
             NewItem(

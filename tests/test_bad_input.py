@@ -262,7 +262,7 @@ BAD_BUDGETS: list[tuple[str, Any, str]] = [
     ("above the cap", {"max_usd": 1_000_000}, "above this server's cap"),
     ("negative", {"max_tokens": -5}, "more than 0"),
     ("unknown field", {"max_money": 3}, "unknown field"),
-    ("actions not an object", {"max_actions": 5}, "max_actions must be an object"),
+    ("actions not an object", {"max_actions": 5}, "maxActions must be an object"),
 ]
 
 

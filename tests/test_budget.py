@@ -139,7 +139,7 @@ async def test_actions_per_tool(start_agent: StartAgent, fake: FakeAnthropic) ->
     )
     failure = failure_of(done)
     assert failure["dimension"] == "actions.bash" and failure["limit"] == 2
-    assert budget_of(done)["actions_by_tool"]["bash"]["used"] == 2
+    assert budget_of(done)["actionsByTool"]["bash"]["used"] == 2
     assert fake.request_count == 3  # the third bash call was asked for, and refused
 
 
@@ -150,7 +150,7 @@ async def test_steps_without_progress(start_agent: StartAgent, fake: FakeAnthrop
         server.url, budget_message([MODEL_ITEM], {"max_steps_without_progress": 5})
     )
     failure = failure_of(done)
-    assert failure["dimension"] == "steps_without_progress" and failure["used"] == 5
+    assert failure["dimension"] == "stepsWithoutProgress" and failure["used"] == 5
     # model, tool, model, tool, model: the sixth step (a tool call) was refused
     assert fake.request_count == 3
 
@@ -168,7 +168,7 @@ async def test_wall_clock_limit(start_agent: StartAgent, database_url: str, home
             )
         done = await wait_for(client, task.id, timeout=30)
     failure = failure_of(done)
-    assert failure["dimension"] == "wall_s" and failure["used"] >= 7200
+    assert failure["dimension"] == "wallS" and failure["used"] >= 7200
     plan = {i["id"]: i["status"] for i in plan_of(done)["items"]}
     assert plan["next"] == "pending"
     progress = (home / "workspaces" / task.id / "progress.md").read_text()

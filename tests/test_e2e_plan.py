@@ -75,11 +75,11 @@ async def test_three_item_plan_runs_to_completion(
     assert all(i["status"] == "done" for i in plan["items"])
     shas = [i["commit"] for i in plan["items"]]
     assert all(isinstance(sha, str) and len(sha) == 40 for sha in shas)
-    assert plan["items"][0]["evidence"]["exit_code"] == 0
+    assert plan["items"][0]["evidence"]["exitCode"] == 0
     progress = dict(done.metadata["progress"])
-    assert progress == {"items_total": 3, "items_done": 3, "items_failed": 0, "current_item": None}
+    assert progress == {"itemsTotal": 3, "itemsDone": 3, "itemsFailed": 0, "currentItem": None}
     report = report_of(done)
-    assert report["items_done"] == ["one", "two", "three"] and report["remaining"] == []
+    assert report["itemsDone"] == ["one", "two", "three"] and report["remaining"] == []
 
     with psycopg.connect(database_url) as conn:
         seqs = [
@@ -141,11 +141,11 @@ async def test_failing_verification_fails_the_task_with_evidence(
     assert plan["bad"]["status"] == "failed" and plan["bad"]["attempts"] == 2
     evidence = plan["bad"]["evidence"]
     assert evidence["command"] == "echo 'expected 3 lines' >&2; exit 3"
-    assert evidence["exit_code"] == 3
-    assert "expected 3 lines" in evidence["output_tail"]
+    assert evidence["exitCode"] == 3
+    assert "expected 3 lines" in evidence["outputTail"]
     assert plan["never"]["status"] == "pending"
     report = report_of(done)
-    assert report["items_failed"] == ["bad"] and report["remaining"] == ["never"]
+    assert report["itemsFailed"] == ["bad"] and report["remaining"] == ["never"]
 
     workspace = home / "workspaces" / task.id
     assert (workspace / "tries.txt").read_text().count("attempt") == 2

@@ -23,8 +23,8 @@ async def test_a_run_command_has_its_own_timeout(start_agent: StartAgent) -> Non
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     (shown,) = plan_of(done)["items"]
     run = shown["history"][0]["run"]
-    assert run["exit_code"] == 124 and run["timed_out"] and run["command"] == "sleep 20"
-    assert shown["run"] == "sleep 20" and shown["run_timeout_s"] == 1
+    assert run["exitCode"] == 124 and run["timedOut"] and run["command"] == "sleep 20"
+    assert shown["run"] == "sleep 20" and shown["runTimeoutS"] == 1
 
 
 async def test_the_whole_item_stops_at_its_time_limit(start_agent: StartAgent) -> None:
@@ -39,7 +39,7 @@ async def test_the_whole_item_stops_at_its_time_limit(start_agent: StartAgent) -
     assert items["stubborn"]["status"] == "failed" and items["stubborn"]["attempts"] < 10
     assert items["stubborn"]["history"][-1]["outcome"] == "out of time"
     assert items["after"]["status"] == "pending"
-    assert report_of(done)["items_failed"] == ["stubborn"]
+    assert report_of(done)["itemsFailed"] == ["stubborn"]
 
 
 async def test_limits_above_the_servers_are_refused(start_agent: StartAgent) -> None:

@@ -88,8 +88,8 @@ async def test_text_goal_is_planned_and_worked_with_tools(
     assert [i["id"] for i in plan["items"]] == ["hello", "world"]
     assert all(i["status"] == "done" and i["commit"] for i in plan["items"])
     report = report_of(done)
-    assert report["items_done"] == ["hello", "world"]
-    assert report["files_changed"] == ["hello.txt", "world.txt"]
+    assert report["itemsDone"] == ["hello", "world"]
+    assert report["filesChanged"] == ["hello.txt", "world.txt"]
     workspace = home / "workspaces" / task.id
     assert (workspace / "hello.txt").read_text() == "hello\n"
     # The start commit, one per verified item, and the run's end (its final files).
@@ -143,7 +143,7 @@ async def test_claimed_success_does_not_mark_an_item_done(
     assert done.status.state == FAILED
     item = plan_of(done)["items"][0]
     assert item["status"] == "failed" and item["attempts"] == 3
-    assert item["evidence"]["exit_code"] == 1
+    assert item["evidence"]["exitCode"] == 1
     requests = fake.requests
     assert len(requests) == 3
     assert "The last verification failed" not in texts_of(requests[0])

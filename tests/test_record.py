@@ -80,14 +80,14 @@ async def test_every_attempt_keeps_its_evidence_and_run_output(
         done = await wait_for(client, task.id, timeout=60)
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     (shown,) = plan_of(done)["items"]
-    assert shown["run"] == flaky["run"] and shown["max_attempts"] == 3
+    assert shown["run"] == flaky["run"] and shown["maxAttempts"] == 3
     assert shown["verify"] == flaky["verify"]
     history: list[dict[str, Any]] = shown["history"]
     assert [h["attempt"] for h in history] == [1, 2]
     assert [h["outcome"] for h in history] == ["retry", "done"]
-    assert [h["verify"]["exit_code"] for h in history] == [1, 0]
-    assert all("output of the run" in h["run"]["output_tail"] for h in history)
-    assert all(h["run"]["runs"] == 1 and h["run"]["duration_s"] >= 0 for h in history)
+    assert [h["verify"]["exitCode"] for h in history] == [1, 0]
+    assert all("output of the run" in h["run"]["outputTail"] for h in history)
+    assert all(h["run"]["runs"] == 1 and h["run"]["durationS"] >= 0 for h in history)
     stored = json.loads((home / "workspaces" / task.id / "plan.json").read_text())
     assert stored["items"][0]["history"] == history
 
@@ -129,7 +129,7 @@ async def test_the_record_agrees_after_completion_failure_and_cancel(
     canceled_progress = (home / "workspaces" / canceled.id / "progress.md").read_text()
     assert "the run stopped here (canceled)" in canceled_progress
     assert report_of(ends["canceled"])["remaining"] == ["c", "d"]
-    assert report_of(ends["completed"])["files_changed"] == ["a.txt"]  # .gitignore came first
+    assert report_of(ends["completed"])["filesChanged"] == ["a.txt"]  # .gitignore came first
 
 
 async def test_build_junk_is_ignored_unless_the_workspace_has_its_own_gitignore(
@@ -140,7 +140,7 @@ async def test_build_junk_is_ignored_unless_the_workspace_has_its_own_gitignore(
     async with a2a_client(server.url) as client:
         task = await send(client, plan_message([junk]))
         done = await wait_for(client, task.id, timeout=60)
-    assert report_of(done)["files_changed"] == ["m.py"]
+    assert report_of(done)["filesChanged"] == ["m.py"]
 
 
 @pytest.mark.slow
@@ -175,7 +175,7 @@ async def test_a_crash_rerun_is_in_the_record(
         ]
     assert note in reasons
     report = report_of(done)
-    assert report["reruns"] == 1 and report["steps_rerun"] == 1
-    assert report["workspaces_restored"] == 0
+    assert report["reruns"] == 1 and report["stepsRerun"] == 1
+    assert report["workspacesRestored"] == 0
     history = plan_of(done)["items"][1]["history"]
     assert history[0]["run"]["runs"] == 2

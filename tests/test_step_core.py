@@ -155,4 +155,4 @@ async def test_a_run_whose_commands_print_nul_bytes_completes(start_agent: Start
         done = await wait_for(client, task.id, timeout=60)
     assert done.status.state == TaskState.TASK_STATE_COMPLETED, done.status.message
     evidence = plan_of(done)["items"][0]["evidence"]
-    assert evidence["output_tail"] == f"verify{NUL_SYMBOL}out"
+    assert evidence["outputTail"] == f"verify{NUL_SYMBOL}out"

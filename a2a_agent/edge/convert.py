@@ -20,6 +20,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct, Value
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from a2a_agent.wire import to_wire
 from persistence.records import JSON, TaskRow
 
 STATES = (
@@ -79,7 +80,7 @@ def plan_artifact(plan: JSON) -> Artifact:
         artifact_id="plan",
         name="plan",
         description="The plan with each item's status, attempts, verification evidence and commit.",
-        parts=[_data_part({"plan": plan})],
+        parts=[_data_part({"plan": to_wire(plan)})],
     )
 
 
@@ -88,7 +89,7 @@ def report_artifact(report: JSON) -> Artifact:
         artifact_id="report",
         name="final-report",
         description="What was done, what passed and what remains.",
-        parts=[Part(text=str(report.get("summary", ""))), _data_part({"report": report})],
+        parts=[Part(text=str(report.get("summary", ""))), _data_part({"report": to_wire(report)})],
     )
 
 
@@ -112,7 +113,7 @@ def to_task(row: TaskRow, history_length: int | None) -> Task:
         task.artifacts.append(report_artifact(row.report))
     if row.metadata:
         metadata = Struct()
-        metadata.update(row.metadata)
+        metadata.update(to_wire(row.metadata))
         task.metadata.CopyFrom(metadata)
     return task
 

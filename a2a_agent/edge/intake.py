@@ -17,6 +17,7 @@ from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
 from a2a_agent.harness import prompts
 from a2a_agent.model.types import Usage
 from a2a_agent.plans import PlanLimits, parse_plan
+from a2a_agent.wire import from_wire, wire_name
 from persistence.records import NewTask
 
 DATA_KEYS = frozenset({"plan", "budget"})
@@ -77,7 +78,8 @@ class SmallestCall:
             limit = budget.get(key)
             if limit is not None and limit < least:
                 raise PlanError(
-                    f"budget.{key} is {limit:g}, too small for one model call on this server: "
+                    f"budget.{wire_name(key)} is {limit:g}, too small for one model call on "
+                    "this server: "
                     f"it needs at least {least:.4g} {unit} (about {input_tokens} input and "
                     f"{self.output_tokens} output tokens of {self.model}); raise it, or send a "
                     "plan whose every item has a `run` command"
@@ -144,8 +146,8 @@ class Intake:
         for key, values in found.items():
             if len(values) > 1:
                 raise PlanError(f"the message carries more than one {key}; send one per task")
-        plan = found["plan"][0] if found["plan"] else None
-        budget = found["budget"][0] if found["budget"] else None
+        plan = from_wire(found["plan"][0], "plan") if found["plan"] else None
+        budget = from_wire(found["budget"][0], "budget") if found["budget"] else None
         return plan, budget
 
     def check_follow_up(self, message: Message) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
+from a2a_agent.wire import to_wire
 from persistence.records import ItemRow
 
 
@@ -35,25 +36,27 @@ def plan_document(task_id: str, goal: str, items: Sequence[ItemRow]) -> str:
     """The plan as JSON, one item per line (readable, and written by the C encoder)."""
     rows = [
         json.dumps(
-            {
-                "id": i.item_id,
-                "title": i.title,
-                "status": i.status,
-                "attempts": i.attempts,
-                "max_attempts": i.max_attempts,
-                "run": i.run,
-                "verify": i.verify_command,
-                "evidence": i.evidence,
-                "commit": i.commit_sha,
-                "history": i.history,
-            },
+            to_wire(
+                {
+                    "id": i.item_id,
+                    "title": i.title,
+                    "status": i.status,
+                    "attempts": i.attempts,
+                    "max_attempts": i.max_attempts,
+                    "run": i.run,
+                    "verify": i.verify_command,
+                    "evidence": i.evidence,
+                    "commit": i.commit_sha,
+                    "history": i.history,
+                }
+            ),
             ensure_ascii=False,
             sort_keys=True,  # a dict read back from jsonb has its keys in another order
         )
         for i in items
     ]
     goal_json = json.dumps(goal, ensure_ascii=False)
-    head = f'{{\n  "task_id": {json.dumps(task_id)},\n  "goal": {goal_json},\n  "items": '
+    head = f'{{\n  "taskId": {json.dumps(task_id)},\n  "goal": {goal_json},\n  "items": '
     if not rows:
         return head + "[]\n}\n"
     return head + "[\n" + ",\n".join(f"    {row}" for row in rows) + "\n  ]\n}\n"

@@ -1,0 +1,112 @@
+"""The agent card as this server fills it in, and the schemas it points to.
+
+The static text is the repository's agent_card.json; here it gets the interfaces' URLs and an
+extension whose params say what this server takes: the JSON Schemas of the plan and budget
+DataParts (served at stable URLs), whether a model is configured, and the limits.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from a2a.types.a2a_pb2 import AgentCard, AgentExtension, AgentInterface
+from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from google.protobuf.json_format import ParseDict
+from google.protobuf.struct_pb2 import Struct
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from a2a_agent.edge.schemas import (
+    BUDGET_PATH,
+    EXTENSION_URI,
+    PLAN_PATH,
+    budget_schema,
+    plan_schema,
+)
+from a2a_agent.errors import ConfigError
+from a2a_agent.plans import MAX_ATTEMPTS_CAP, PlanLimits
+from a2a_agent.settings import Settings
+from a2a_agent.wire import to_wire
+
+CACHE_CONTROL = "public, max-age=300"
+NO_MODEL = " Not available on this server: it has no model configured (ANTHROPIC_API_KEY)."
+
+
+def load_card(
+    settings: Settings, limits: PlanLimits, *, model_configured: bool, jsonrpc_path: str
+) -> AgentCard:
+    try:
+        data = json.loads(settings.agent_card_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the agent card {settings.agent_card_path}: {exc}") from exc
+    card = cast(AgentCard, ParseDict(data, AgentCard()))
+    base = settings.url.rstrip("/")
+    card.supported_interfaces.extend(
+        [
+            AgentInterface(
+                url=base + jsonrpc_path,
+                protocol_binding=TransportProtocol.JSONRPC.value,
+                protocol_version=PROTOCOL_VERSION_1_0,
+            ),
+            AgentInterface(
+                url=base,
+                protocol_binding=TransportProtocol.HTTP_JSON.value,
+                protocol_version=PROTOCOL_VERSION_1_0,
+            ),
+        ]
+    )
+    params = Struct()
+    params.update(
+        {
+            "planSchema": base + PLAN_PATH,
+            "budgetSchema": base + BUDGET_PATH,
+            "modelConfigured": model_configured,
+            "model": settings.model if model_configured else "",
+            "limits": {
+                "maxPlanItems": limits.max_items,
+                "maxMessageBytes": settings.max_message_bytes,
+                "commandTimeoutS": settings.command_timeout_s,
+                "defaultVerifyTimeoutS": limits.default_verify_timeout_s,
+                "defaultMaxAttempts": limits.default_max_attempts,
+                "maxAttempts": MAX_ATTEMPTS_CAP,
+                "maxItemTimeoutS": limits.max_item_timeout_s,
+            },
+            "budgetDefaults": to_wire(dict(settings.budget_defaults)),
+            "budgetCaps": to_wire(dict(settings.budget_caps)),
+            "keys": "camelCase in every data part and in metadata; plan and budget input may "
+            "also use snake_case",
+        }
+    )
+    card.capabilities.extensions.append(
+        AgentExtension(
+            uri=EXTENSION_URI,
+            description="Plans of items each with a verify command, budgets, and what this "
+            "server takes: schemas of the plan and budget DataParts, the model, the limits.",
+            required=False,
+            params=params,
+        )
+    )
+    if not model_configured:
+        for skill in card.skills:
+            if "model" in skill.tags or skill.id == "work-goal":
+                skill.description += NO_MODEL
+    return card
+
+
+def schema_routes(settings: Settings, limits: PlanLimits) -> list[BaseRoute]:
+    base = settings.url.rstrip("/")
+    schemas: dict[str, Any] = {
+        PLAN_PATH: plan_schema(limits, base),
+        BUDGET_PATH: budget_schema(settings.budget_caps, base),
+    }
+
+    async def serve(request: Request) -> JSONResponse:
+        return JSONResponse(
+            schemas[request.url.path],
+            media_type="application/schema+json",
+            headers={"Cache-Control": CACHE_CONTROL},
+        )
+
+    return [Route(path, serve, methods=["GET"]) for path in schemas]

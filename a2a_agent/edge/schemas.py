@@ -1,0 +1,130 @@
+"""JSON Schemas of what a caller sends in DataParts: the plan and the budget.
+
+Made from this server's own limits (items per plan, timeouts, budget caps) and served at
+stable URLs, which the agent card names (`plan_extension`). The harness's own validation
+(`a2a_agent/plans.py`, `a2a_agent/budget.py`) stays the authority; the schemas say the same
+in a form an orchestrator can check before it sends (tests keep the two in step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from a2a_agent.plans import ITEM_ID, MAX_ATTEMPTS_CAP, PlanLimits
+
+JSON = dict[str, Any]
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+PLAN_PATH = "/schemas/plan.v1.json"
+BUDGET_PATH = "/schemas/budget.v1.json"
+EXTENSION_URI = "https://github.com/a2a-agent/a2a-agent/extensions/verified-plan/v1"
+
+
+def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
+    command = {
+        "description": "A shell command (bash -c) run in the task's git workspace, or the "
+        "command with its own timeout.",
+        "oneOf": [
+            {"type": "string", "minLength": 1},
+            {
+                "type": "object",
+                "required": ["command"],
+                "additionalProperties": False,
+                "properties": {
+                    "command": {"type": "string", "minLength": 1},
+                    "timeoutS": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": limits.max_verify_timeout_s,
+                    },
+                },
+            },
+        ],
+    }
+    item = {
+        "type": "object",
+        "required": ["id", "verify"],
+        "additionalProperties": False,
+        "properties": {
+            "id": {"type": "string", "pattern": f"^{ITEM_ID.pattern.strip('^$')}$"},
+            "title": {"type": "string", "minLength": 1},
+            "run": {
+                "$ref": "#/$defs/command",
+                "description": "Does the item's work; without it the model works the item.",
+            },
+            "verify": {
+                "$ref": "#/$defs/command",
+                "description": "Exit code 0 marks the item done; the harness runs it.",
+            },
+            "maxAttempts": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_ATTEMPTS_CAP,
+                "default": limits.default_max_attempts,
+            },
+            "timeoutS": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": limits.max_item_timeout_s,
+                "description": "Seconds the whole item (all its attempts) may take.",
+            },
+        },
+    }
+    return {
+        "$schema": DRAFT,
+        "$id": base_url + PLAN_PATH,
+        "title": 'a2a-agent plan: the value of a DataPart {"plan": ...}',
+        "type": "object",
+        "required": ["goal", "items"],
+        "additionalProperties": False,
+        "properties": {
+            "goal": {"type": "string", "minLength": 1, "pattern": r"\S"},
+            "items": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": limits.max_items,
+                "items": {"$ref": "#/$defs/item"},
+                "description": "Worked in order. Item ids must be unique (the server checks).",
+            },
+        },
+        "$defs": {"command": command, "item": item},
+    }
+
+
+def budget_schema(caps: Mapping[str, Any], base_url: str) -> JSON:
+    def cap(key: str) -> Any:
+        return caps.get(key)
+
+    actions_cap = (caps.get("max_actions") or {}).get("*")
+    return {
+        "$schema": DRAFT,
+        "$id": base_url + BUDGET_PATH,
+        "title": 'a2a-agent budget: the value of a DataPart {"budget": ...} in a first message',
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "maxUsd": {"type": "number", "exclusiveMinimum": 0, "maximum": cap("max_usd")},
+            "maxTokens": {"type": "integer", "minimum": 1, "maximum": cap("max_tokens")},
+            "maxWallS": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": cap("max_wall_s"),
+                "description": "Seconds of work since submission.",
+            },
+            "maxStepsWithoutProgress": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": cap("max_steps_without_progress"),
+            },
+            "maxActions": {
+                "type": "object",
+                "minProperties": 1,
+                "description": 'Tool calls per tool name, and "*" for all of them.',
+                "additionalProperties": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": actions_cap,
+                },
+            },
+        },
+    }
