@@ -132,6 +132,7 @@ class Runtime:
             work=self.work,
             registry=self.registry,
             system_database_url=sqlalchemy_url(conninfo),
+            conninfo=conninfo,
             application_version=APPLICATION_VERSION,
             run_worker=settings.run_worker,
             worker_concurrency=settings.worker_concurrency,

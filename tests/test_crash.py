@@ -18,7 +18,7 @@ from a2a.types.a2a_pb2 import TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
 from tests.support.processes import REPO, AgentProcess, StartAgent
-from tests.support.waiting import wait_for_row
+from tests.support.waiting import wait_for_line, wait_for_row
 from tests.test_restart import assert_transitions_sound, ledger_items, wait_items_done
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
@@ -44,6 +44,7 @@ async def test_kill9_resumes_in_flight_step_with_the_same_key(
         task = await send(client, plan_message(ledger_items(3, ledger, 1.5)))
     key = f"{task.id}:i1:1:run"
     wait_effect_started(database_url, key)
+    wait_for_line(ledger, key)
     time.sleep(0.3)  # the command is running, and has not touched the workspace yet
     server.kill()
     server = start_agent("serve", "node-k")
@@ -199,6 +200,7 @@ async def test_killed_process_is_replaced_at_once_and_resumes(
         task = await send(client, plan_message(ledger_items(3, ledger, 1.0)))
         key = f"{task.id}:i1:1:run"
         wait_effect_started(database_url, key)
+        wait_for_line(ledger, key)  # the command is running
         with psycopg.connect(database_url) as conn:
             row = conn.execute("SELECT pid FROM workers WHERE executor_id = 'node-n'").fetchone()
         assert row is not None

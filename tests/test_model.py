@@ -28,7 +28,7 @@ from tests.support.fake_anthropic import (
     tool_reply,
 )
 from tests.support.processes import AgentProcess, StartAgent
-from tests.support.waiting import wait_for_row
+from tests.support.waiting import wait_for_line, wait_for_row
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
 FAILED = TaskState.TASK_STATE_FAILED
@@ -180,6 +180,7 @@ async def test_kill9_mid_item_reuses_model_calls_and_tool_results(
         task = await send(client, plan_message(plan))
     key = f"{task.id}:work:1:tool.1.0"
     wait_effect(database_url, key, "started")
+    wait_for_line(ledger, key)  # the tool's command is running
     time.sleep(0.5)
     server.kill()
     assert fake.request_count == 2

@@ -38,6 +38,17 @@ def tasks_and_effects(database_url: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+def messages_stored(database_url: str) -> tuple[int, int, int]:
+    """Tasks, messages and history entries: what a refused message must not add to."""
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM messages),"
+            " (SELECT coalesce(sum(jsonb_array_length(history)), 0) FROM tasks)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
 def ledger_plan(ledger: Path) -> Message:
     return plan_message(
         [item("once", f'echo "$A2A_IDEMPOTENCY_KEY" >> {ledger}; sleep 0.3', "true")]
@@ -103,7 +114,7 @@ async def test_follow_ups_and_inline_push_configs_are_refused(
     async with a2a_client(server.url) as client:
         task = await send(client, plan_message([item("slow", "sleep 30", "true")]))
         await wait_for(client, task.id, {TaskState.TASK_STATE_WORKING})
-        before = tasks_and_effects(database_url)
+        before = messages_stored(database_url)
         follow_up = Message(
             message_id="follow-1", role=Role.ROLE_USER, task_id=task.id, parts=[Part(text="hi")]
         )
@@ -119,7 +130,7 @@ async def test_follow_ups_and_inline_push_configs_are_refused(
         with pytest.raises(PushNotificationNotSupportedError, match="inline push config"):
             async for _ in client.send_message(request):
                 pass
-        assert tasks_and_effects(database_url) == before
+        assert messages_stored(database_url) == before
     # The same through JSON-RPC, for the codes.
     body = {
         "jsonrpc": "2.0",
@@ -142,4 +153,4 @@ async def test_follow_ups_and_inline_push_configs_are_refused(
     }
     reply = httpx.post(f"{server.url}/", json=body, headers={"A2A-Version": "1.0"}).json()
     assert reply["error"]["code"] == -32003
-    assert tasks_and_effects(database_url) == before
+    assert messages_stored(database_url) == before

@@ -15,6 +15,7 @@ from a2a_agent.engine.supervisor import Supervisor
 from a2a_agent.harness.model_work import ModelWork
 from a2a_agent.harness.plan_harness import PlanHarness
 from a2a_agent.watched import watch
+from persistence.engine_connections import engine_connection_factory
 from persistence.errors import StoreError
 from persistence.watch import WatchdogStore
 from persistence.workers import WorkerRegistry
@@ -35,6 +36,7 @@ class DbosEngine:
         work: ModelWork,
         registry: WorkerRegistry,
         system_database_url: str,
+        conninfo: str,
         application_version: str,
         run_worker: bool,
         worker_concurrency: int,
@@ -67,7 +69,7 @@ class DbosEngine:
                     "pool_pre_ping": False,
                     "pool_size": 10,
                     "max_overflow": 0,
-                    "connect_args": {"connect_timeout": 10},
+                    "creator": engine_connection_factory(conninfo),
                 },
             }
         )

@@ -29,6 +29,7 @@ from a2a_agent.harness.context import StepContext, ended_by_others
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.files import overwrite
 from a2a_agent.harness.results import JSON, StepResult
+from persistence.errors import StoreUnavailable
 from persistence.records import TERMINAL_STATES, StepRecord, StepView, Transition
 
 Integrity = Literal["tree", "checkpoint", "none"]
@@ -161,6 +162,12 @@ class Effects:
             return StepResult("stopped", effect.attempt or 0)
         return concluded.result
 
+    async def _ended(self, task_id: str) -> bool:
+        try:
+            return await self.ctx.runs.state_of(task_id) in TERMINAL_STATES
+        except StoreUnavailable:
+            return False  # a database outage ends nothing: the effect goes on
+
     async def _unless_ended(
         self, task_id: str, perform: Callable[[], Awaitable[JSON]]
     ) -> JSON | None:
@@ -181,7 +188,7 @@ class Effects:
                         waiter.cancel()
                     if work.done():
                         break
-                    if await self.ctx.runs.state_of(task_id) in TERMINAL_STATES:
+                    if await self._ended(task_id):
                         work.cancel()
                         await asyncio.wait({work})  # its cleanup (the command's kill) runs
                         return None
