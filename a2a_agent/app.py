@@ -27,6 +27,7 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
     runtime = Runtime(settings, conninfo, role="serve")
     handler = AgentRequestHandler(
         store=runtime.store,
+        replies=runtime.replies,
         engine=runtime.engine,
         notifier=runtime.notifier,
         intake=Intake(

@@ -13,9 +13,17 @@ from a2a_agent.wire import wire_name
 from persistence.records import NewItem
 
 ITEM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-ITEM_KEYS = frozenset({"id", "title", "run", "verify", "max_attempts", "timeout_s"})
+ITEM_KEYS = frozenset(
+    {"id", "title", "run", "verify", "max_attempts", "timeout_s", "irreversible", "ask"}
+)
 COMMAND_KEYS = frozenset({"command", "timeout_s"})
-PLAN_KEYS = frozenset({"goal", "items"})
+PLAN_KEYS = frozenset({"goal", "items", "policy"})
+POLICY_KEYS = frozenset(
+    {"review_plan", "on_item_failure", "approval_expires_s", "on_expiry", "budget_pause"}
+)
+ON_ITEM_FAILURE = ("stop", "ask", "skip")
+ON_EXPIRY = ("reject", "approve")
+MAX_EXPIRES_S = 90 * 24 * 3600
 MAX_ATTEMPTS_CAP = 20
 
 
@@ -32,10 +40,11 @@ class PlanLimits:
 class ParsedPlan:
     goal: str
     items: list[NewItem]
+    policy: dict[str, Any] | None = None
 
     @property
     def items_needing_model(self) -> list[str]:
-        return [i.item_id for i in self.items if i.run is None]
+        return [i.item_id for i in self.items if i.run is None and i.ask is None]
 
 
 def _whole_number(value: Any, where: str, *, low: int, high: int) -> int:
@@ -72,6 +81,42 @@ def _command_spec(
             )
         return _command(value.get("command"), f"{where}.command"), timeout
     return _command(value, where), default_timeout
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise PlanError(f"{where} must be true or false, got {value!r}")
+    return value
+
+
+def _one_of(value: Any, where: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise PlanError(f"{where} must be one of {list(allowed)}, got {value!r}")
+    return str(value)
+
+
+def parse_policy(data: Any) -> dict[str, Any]:
+    """What the run does at its checkpoints: {reviewPlan, onItemFailure, approvalExpiresS,
+    onExpiry, budgetPause}. Raises PlanError naming the problem."""
+    if not isinstance(data, Mapping):
+        raise PlanError('"policy" must be an object')
+    _unknown(data.keys(), POLICY_KEYS, "policy")
+    policy: dict[str, Any] = {}
+    if "review_plan" in data:
+        policy["review_plan"] = _flag(data["review_plan"], "policy.reviewPlan")
+    if "budget_pause" in data:
+        policy["budget_pause"] = _flag(data["budget_pause"], "policy.budgetPause")
+    if "on_item_failure" in data:
+        policy["on_item_failure"] = _one_of(
+            data["on_item_failure"], "policy.onItemFailure", ON_ITEM_FAILURE
+        )
+    if "on_expiry" in data:
+        policy["on_expiry"] = _one_of(data["on_expiry"], "policy.onExpiry", ON_EXPIRY)
+    if "approval_expires_s" in data:
+        policy["approval_expires_s"] = _whole_number(
+            data["approval_expires_s"], "policy.approvalExpiresS", low=1, high=MAX_EXPIRES_S
+        )
+    return policy
 
 
 def _unknown(keys: Any, allowed: frozenset[str], where: str) -> None:
@@ -121,13 +166,23 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
             run, run_timeout = _command_spec(
                 raw["run"], f"{where}: run", None, limits.max_verify_timeout_s
             )
-        if "verify" not in raw:
+        ask = raw.get("ask")
+        if ask is not None and (not isinstance(ask, str) or not ask.strip()):
+            raise PlanError(f"{where}: ask must be a non-empty question for a person")
+        if ask is not None and run is not None:
+            raise PlanError(f"{where}: an item that asks a person has no run command")
+        irreversible = _flag(raw.get("irreversible", False), f"{where}: irreversible")
+        given = raw
+        if "verify" not in raw and ask is not None:
+            # The answer is written to answers/<id>.md: by default the item is done once it is.
+            given = {**raw, "verify": f"test -s answers/{item_id}.md"}
+        if "verify" not in given:
             raise PlanError(
                 f"{where} has no verify command; every item needs one, and its exit code 0 "
                 "is what marks the item done"
             )
         command, timeout = _command_spec(
-            raw["verify"],
+            given["verify"],
             f"{where}: verify",
             limits.default_verify_timeout_s,
             limits.max_verify_timeout_s,
@@ -152,6 +207,9 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
                 max_attempts=attempts,
                 run_timeout_s=run_timeout,
                 timeout_s=item_timeout,
+                irreversible=irreversible,
+                ask=ask,
             )
         )
-    return ParsedPlan(goal=goal, items=items)
+    policy = parse_policy(data["policy"]) if "policy" in data else None
+    return ParsedPlan(goal=goal, items=items, policy=policy)

@@ -12,9 +12,11 @@ from a2a_agent.budget import BudgetGuard
 from a2a_agent.database import sqlalchemy_url
 from a2a_agent.engine.dbos_engine import DbosEngine
 from a2a_agent.harness.context import HarnessConfig, StepContext
+from a2a_agent.harness.decisions import DecisionSteps
 from a2a_agent.harness.effects import Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.model_work import ModelConfig, ModelWork
+from a2a_agent.harness.pauses import PauseConfig, Pauses, compile_patterns
 from a2a_agent.harness.plan_harness import PlanHarness
 from a2a_agent.model.anthropic_adapter import AnthropicModel
 from a2a_agent.plans import PlanLimits
@@ -28,6 +30,7 @@ from persistence.health import DatabaseHealth
 from persistence.ledger import PostgresLedger
 from persistence.migrate import latest_version, migrate
 from persistence.notify import TaskNotifier
+from persistence.replies import PostgresReplyStore
 from persistence.runs import PostgresRunStore
 from persistence.tasks import PostgresTaskStore
 from persistence.watch import PostgresWatchdogStore
@@ -88,8 +91,18 @@ class Runtime:
             ),
         )
         endings = RunEndings(self.context)
-        effects = Effects(self.context, endings, self.notifier)
+        pauses = Pauses(
+            self.context,
+            PauseConfig(
+                expires_s=settings.approval_expires_s,
+                irreversible=compile_patterns(settings.irreversible_patterns),
+                pause_pct=settings.budget_pause_pct,
+            ),
+        )
+        effects = Effects(self.context, endings, self.notifier, pauses)
         self.harness = PlanHarness(self.context, effects, endings)
+        self.decisions = DecisionSteps(self.context, endings, pauses)
+        self.replies = PostgresReplyStore(self.pool, self.read_cache)
         self.registry = WorkerRegistry(
             self.pool,
             WorkerIdentity(
@@ -130,6 +143,8 @@ class Runtime:
             store=PostgresWatchdogStore(self.pool),
             harness=self.harness,
             work=self.work,
+            decisions=self.decisions,
+            replies=self.replies,
             registry=self.registry,
             system_database_url=sqlalchemy_url(conninfo),
             conninfo=conninfo,

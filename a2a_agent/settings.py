@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from a2a_agent.budget import (
     parse_prices,
 )
 from a2a_agent.errors import ConfigError, PlanError
+from a2a_agent.harness.pauses import DEFAULT_IRREVERSIBLE
 from a2a_agent.model import DEFAULT_MODEL
 
 # Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
@@ -54,6 +56,20 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"{name} must be positive, got {value}")
     return value
+
+
+def _patterns(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """Regular expressions, one per line; unset: the defaults; empty: none."""
+    raw = env.get(name)
+    if raw is None:
+        return DEFAULT_IRREVERSIBLE
+    patterns = tuple(line for line in raw.splitlines() if line.strip())
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"{name}: {pattern!r} is not a regular expression: {exc}") from None
+    return patterns
 
 
 def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
@@ -122,6 +138,8 @@ class Settings:
     budget_caps: Mapping[str, Any] = field(default_factory=lambda: dict(HARD_CAPS))
     prices: Mapping[str, Prices] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     budget_pause_pct: int = 80
+    approval_expires_s: float = 7 * 24 * 3600.0
+    irreversible_patterns: tuple[str, ...] = DEFAULT_IRREVERSIBLE
     fault_file: Path | None = None
     http: str = "httptools"
 
@@ -183,6 +201,8 @@ class Settings:
             budget_caps=caps,
             prices=parse_prices(env.get("A2A_AGENT_PRICES")),
             budget_pause_pct=_int(env, "A2A_AGENT_BUDGET_PAUSE_PCT", 80, minimum=51),
+            approval_expires_s=_float(env, "A2A_AGENT_APPROVAL_EXPIRES_S", 7 * 24 * 3600.0),
+            irreversible_patterns=_patterns(env, "A2A_AGENT_IRREVERSIBLE"),
             fault_file=Path(env["A2A_AGENT_FAULT_FILE"])
             if env.get("A2A_AGENT_FAULT_FILE")
             else None,

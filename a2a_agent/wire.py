@@ -43,6 +43,14 @@ SNAKE_NAMES = [
     "steps_rerun",
     "workspaces_restored",
     "task_id",
+    "items_skipped",
+    "review_plan",
+    "on_item_failure",
+    "approval_expires_s",
+    "on_expiry",
+    "budget_pause",
+    "approval_request",
+    "expires_at",
 ]
 
 

@@ -12,7 +12,11 @@ CREATE OR REPLACE FUNCTION budget_status(p_task_id text, p_exclude_key text) RET
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN (
-    WITH t AS (SELECT id, budget, created_at FROM tasks WHERE id = p_task_id),
+    WITH t AS (SELECT id, budget, created_at, waited_s
+                      + CASE WHEN state = 'input_required'
+                             THEN extract(epoch FROM clock_timestamp() - status_at) ELSE 0 END
+                      AS waited_s
+               FROM tasks WHERE id = p_task_id),
         charges AS (
             SELECT * FROM budget_charges WHERE task_id = p_task_id AND key <> p_exclude_key
         ),
@@ -45,8 +49,13 @@ BEGIN
             'tokens', jsonb_build_object('used', totals.tokens,
                                          'reserved', totals.tokens_reserved,
                                          'limit', t.budget -> 'max_tokens'),
+            -- Wall time is the run's own: time spent waiting for a person is not counted
+            -- (the age is, against the server's maximum run age).
             'wall_s', jsonb_build_object(
-                'used', round(extract(epoch FROM clock_timestamp() - t.created_at)::numeric, 1),
+                'used', round((extract(epoch FROM clock_timestamp() - t.created_at)
+                               - t.waited_s)::numeric, 1),
+                'waited', round(t.waited_s::numeric, 1),
+                'age', round(extract(epoch FROM clock_timestamp() - t.created_at)::numeric, 1),
                 'limit', t.budget -> 'max_wall_s'),
             'steps_without_progress', jsonb_build_object(
                 'used', progress.steps, 'limit', t.budget -> 'max_steps_without_progress'),
@@ -73,7 +82,7 @@ BEGIN
                    'status', i.status, 'attempts', i.attempts, 'evidence', i.evidence,
                    'commit_sha', i.commit_sha, 'failures', i.failures,
                    'history', i.history, 'run_timeout_s', i.run_timeout_s,
-                   'timeout_s', i.timeout_s,
+                   'timeout_s', i.timeout_s, 'irreversible', i.irreversible, 'ask', i.ask,
                    'elapsed_s', extract(epoch FROM clock_timestamp() - i.started_at)::float8)
                    ORDER BY i.position),
                '[]'::jsonb)
@@ -105,7 +114,21 @@ DECLARE
     v_plan_seq integer;
     v_report_seq integer;
     v_status_seq integer;
+    v_was text;
 BEGIN
+    SELECT state INTO v_was FROM tasks WHERE id = p_task_id;
+    IF v_was = 'input_required' AND v_state IS NOT NULL AND v_state <> 'input_required' THEN
+        -- The wait ends (a reply, an expiry, a cancel): its time is not the run's, and the
+        -- next workflow segment is numbered now, so whoever starts it starts the same one.
+        UPDATE pauses
+        SET decision = 'ended', decided_how = 'ended', decided_at = clock_timestamp(),
+            note = 'the task ended while it waited'
+        WHERE task_id = p_task_id AND decision IS NULL;
+        UPDATE tasks
+        SET waited_s = waited_s + extract(epoch FROM clock_timestamp() - status_at),
+            segment = segment + 1
+        WHERE id = p_task_id;
+    END IF;
     FOR v_transition IN
         SELECT value FROM jsonb_array_elements(coalesce(p_change -> 'transitions', '[]'::jsonb))
     LOOP
@@ -133,6 +156,8 @@ BEGIN
         status_text = CASE WHEN v_state IS NULL THEN t.status_text
                            ELSE p_change ->> 'status_text' END,
         status_at = CASE WHEN v_state IS NULL THEN t.status_at ELSE clock_timestamp() END,
+        status_data = CASE WHEN v_state IS NULL THEN t.status_data
+                           ELSE nullif(p_change -> 'status_data', 'null'::jsonb) END,
         transition_seq = v_seq,
         event_seq = v_event,
         workspace_fingerprint = coalesce(p_change ->> 'fingerprint', t.workspace_fingerprint),
@@ -159,12 +184,14 @@ BEGIN
                        'run_timeout_s', i.run_timeout_s,
                        'verify_timeout_s', i.verify_timeout_s, 'timeout_s', i.timeout_s,
                        'evidence', i.evidence, 'commit', i.commit_sha,
+                       'irreversible', i.irreversible, 'ask', i.ask,
                        'history', i.history) ORDER BY i.position)
                        FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb)) AS plan,
                jsonb_build_object(
                    'items_total', count(i.item_id),
                    'items_done', count(*) FILTER (WHERE i.status = 'done'),
                    'items_failed', count(*) FILTER (WHERE i.status = 'failed'),
+                   'items_skipped', count(*) FILTER (WHERE i.status = 'skipped'),
                    'current_item', (array_agg(i.item_id ORDER BY i.position)
                        FILTER (WHERE i.status IN ('in_progress', 'verifying')))[1]) AS progress
         FROM tasks t2 LEFT JOIN items i ON i.task_id = t2.id
@@ -182,7 +209,7 @@ BEGIN
              jsonb_build_object('kind', 'artifact', 'name', 'report', 'data', t.report)),
             (v_status_seq,
              jsonb_build_object('kind', 'status', 'state', t.state, 'text', t.status_text,
-                                'at', t.status_at))
+                                'at', t.status_at, 'data', t.status_data))
         ) AS v (seq, body)
         WHERE t.id = p_task_id AND v.seq IS NOT NULL;
     END IF;
@@ -213,6 +240,8 @@ DECLARE
     v_one jsonb;
     v_terminal boolean;
     v_closing boolean := coalesce((p_step ->> 'closing')::boolean, false);
+    v_pause jsonb := nullif(p_step -> 'pause', 'null'::jsonb);
+    v_status_data jsonb;
 BEGIN
     SELECT state, transition_seq, event_seq, status_text INTO v_locked
     FROM tasks WHERE id = p_task_id FOR UPDATE;
@@ -244,12 +273,30 @@ BEGIN
     v_terminal := v_locked.state IN ('completed', 'failed', 'canceled', 'rejected')
                   AND NOT v_closing;
     IF NOT v_terminal THEN
+        IF v_pause IS NOT NULL THEN
+            -- The run asks a person: the request is a row, shown in the status message.
+            INSERT INTO pauses (task_id, id, kind, segment, item_id, attempt, summary, details,
+                                options, on_expiry, expires_at)
+            SELECT p_task_id, v_pause ->> 'id', v_pause ->> 'kind', t.segment,
+                   v_pause ->> 'item_id', (v_pause ->> 'attempt')::integer,
+                   v_pause ->> 'summary', coalesce(v_pause -> 'details', '{}'::jsonb),
+                   v_pause -> 'options', v_pause ->> 'on_expiry',
+                   clock_timestamp() + make_interval(secs => (v_pause ->> 'expires_s')::float8)
+            FROM tasks t WHERE t.id = p_task_id
+            ON CONFLICT (task_id, id) DO NOTHING;
+            SELECT jsonb_build_object('approval_request', jsonb_build_object(
+                       'id', id, 'kind', kind, 'summary', summary, 'details', details,
+                       'options', options, 'expires_at', expires_at, 'on_expiry', on_expiry))
+            INTO v_status_data
+            FROM pauses WHERE task_id = p_task_id AND id = v_pause ->> 'id';
+        END IF;
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
-                           verify_timeout_s, max_attempts, run_timeout_s, timeout_s)
+                           verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask)
         SELECT p_task_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
                n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
                (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
-               (n.x ->> 'timeout_s')::integer
+               (n.x ->> 'timeout_s')::integer,
+               coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask'
         FROM jsonb_array_elements(v_new_items) WITH ORDINALITY AS n (x, ord);
         IF v_item IS NOT NULL THEN
             UPDATE items
@@ -270,6 +317,7 @@ BEGIN
                 'max_attempts', max_attempts, 'status', status, 'attempts', attempts,
                 'evidence', evidence, 'commit_sha', commit_sha, 'failures', failures,
                 'history', history, 'run_timeout_s', run_timeout_s, 'timeout_s', timeout_s,
+                'irreversible', irreversible, 'ask', ask,
                 'elapsed_s', extract(epoch FROM clock_timestamp() - started_at)::float8)
             INTO v_one;
             v_changed := jsonb_build_array(v_one);
@@ -311,7 +359,8 @@ BEGIN
                 'fingerprint', p_step -> 'fingerprint',
                 'checkpoint_sha', CASE WHEN p_bundle IS NOT NULL
                                        THEN p_step -> 'checkpoint_sha' END,
-                'metadata_patch', p_step -> 'metadata_patch'),
+                'metadata_patch', p_step -> 'metadata_patch',
+                'status_data', v_status_data),
             v_locked.transition_seq,
             v_locked.event_seq);
     ELSE
@@ -356,7 +405,8 @@ BEGIN
         SELECT jsonb_build_object(
                    'task_id', id, 'owner', owner, 'context_id', context_id, 'state', state,
                    'status_text', status_text, 'status_at', status_at, 'history', history,
-                   'metadata', metadata, 'plan', plan, 'report', report, 'event_seq', event_seq)
+                   'metadata', metadata, 'plan', plan, 'report', report, 'event_seq', event_seq,
+                   'status_data', status_data, 'segment', segment)
         FROM tasks WHERE id = p_task_id
     );
 END
@@ -390,17 +440,19 @@ BEGIN
                                   'digest_matches',
                                   v_existing.digest IN ('', p_task ->> 'digest'));
     END IF;
-    INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget)
+    INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget,
+                       policy)
     VALUES (v_id, p_task ->> 'owner', p_task ->> 'context_id', 'submitted',
             CASE WHEN v_rejection IS NULL THEN v_accepted END, p_task ->> 'goal',
             jsonb_build_array(p_task -> 'first_message'), p_task -> 'metadata',
-            p_task -> 'budget');
+            p_task -> 'budget', coalesce(p_task -> 'policy', '{}'::jsonb));
     INSERT INTO items (task_id, position, item_id, title, run, verify_command,
-                       verify_timeout_s, max_attempts, run_timeout_s, timeout_s)
+                       verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask)
     SELECT v_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
            n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
            (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
-           (n.x ->> 'timeout_s')::integer
+           (n.x ->> 'timeout_s')::integer,
+           coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask'
     FROM jsonb_array_elements(v_items) WITH ORDINALITY AS n (x, ord);
     IF v_rejection IS NOT NULL THEN
         v_transitions := v_transitions || jsonb_build_array(jsonb_build_object(
@@ -418,5 +470,126 @@ BEGIN
         0);
     RETURN jsonb_build_object('task', task_json(v_id), 'repeated', false,
                               'digest_matches', true);
+END
+$$;
+
+-- A reply to a task's pending request, in one transaction: the message kept once (a repeat of
+-- its messageId changes nothing), the decision on the request's row, the task back to
+-- working with the decision as a transition, and the next workflow segment numbered (by
+-- apply_task_change). Nothing is written unless the reply is applied.
+-- p_reply: {owner, message, message_id, digest, approval_id, decision, note, decided_by, how}.
+-- Returns {result: resumed | repeat | none_pending | unknown | decided | bad_decision | missing,
+-- task, pause, segment}.
+CREATE OR REPLACE FUNCTION answer_pause(p_task_id text, p_reply jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_locked record;
+    v_pause pauses%ROWTYPE;
+    v_asked text := p_reply ->> 'approval_id';
+    v_decision text := p_reply ->> 'decision';
+    v_message_id text := p_reply ->> 'message_id';
+    v_by text := coalesce(nullif(p_reply ->> 'decided_by', ''), 'the caller');
+    v_note text := nullif(p_reply ->> 'note', '');
+    v_how text := coalesce(p_reply ->> 'how', 'reply');
+BEGIN
+    SELECT state, transition_seq, event_seq, segment INTO v_locked
+    FROM tasks WHERE id = p_task_id AND owner = p_reply ->> 'owner' FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('result', 'missing');
+    END IF;
+    IF v_message_id IS NOT NULL AND EXISTS (
+        SELECT 1 FROM messages WHERE owner = p_reply ->> 'owner' AND message_id = v_message_id
+    ) THEN
+        RETURN jsonb_build_object('result', 'repeat', 'task', task_json(p_task_id));
+    END IF;
+    SELECT * INTO v_pause FROM pauses WHERE task_id = p_task_id AND decision IS NULL;
+    IF NOT FOUND OR (v_asked IS NOT NULL AND v_asked <> v_pause.id) THEN
+        SELECT * INTO v_pause FROM pauses WHERE task_id = p_task_id AND id = v_asked;
+        IF FOUND THEN
+            RETURN jsonb_build_object('result', 'decided', 'pause', to_jsonb(v_pause));
+        END IF;
+        RETURN jsonb_build_object(
+            'result', CASE WHEN v_locked.state = 'input_required' THEN 'unknown'
+                           ELSE 'none_pending' END,
+            'pending', (SELECT id FROM pauses WHERE task_id = p_task_id AND decision IS NULL));
+    END IF;
+    IF NOT v_pause.options ? v_decision THEN
+        RETURN jsonb_build_object('result', 'bad_decision', 'pause', to_jsonb(v_pause));
+    END IF;
+    IF v_message_id IS NOT NULL THEN
+        INSERT INTO messages (owner, message_id, task_id, digest)
+        VALUES (p_reply ->> 'owner', v_message_id, p_task_id, p_reply ->> 'digest');
+        UPDATE tasks SET history = history || jsonb_build_array(p_reply -> 'message')
+        WHERE id = p_task_id;
+    END IF;
+    UPDATE pauses
+    SET decision = v_decision, note = v_note, decided_by = v_by, decided_how = v_how,
+        decided_at = clock_timestamp(), message_id = v_message_id
+    WHERE task_id = p_task_id AND id = v_pause.id;
+    IF nullif(p_reply -> 'budget', 'null'::jsonb) IS NOT NULL AND v_decision = 'approve' THEN
+        -- An approval that raises the limits (checked against the server's caps at the edge).
+        UPDATE tasks SET budget = budget || (p_reply -> 'budget') WHERE id = p_task_id;
+    END IF;
+    PERFORM apply_task_change(
+        p_task_id,
+        jsonb_build_object(
+            'transitions', jsonb_build_array(jsonb_build_object(
+                'item_id', v_pause.item_id, 'from_state', 'input_required',
+                'to_state', 'working',
+                'reason', format('%s `%s`: %s by %s%s', replace(v_pause.kind, '_', ' '),
+                                 v_pause.id, v_decision,
+                                 CASE WHEN v_how = 'expired'
+                                      THEN 'default (the request expired)' ELSE v_by END,
+                                 coalesce(': ' || v_note, '')))),
+            'state', 'working',
+            'charged', nullif(p_reply -> 'budget', 'null'::jsonb) IS NOT NULL,
+            'status_text', format('Resuming after %s `%s` was answered: %s',
+                                  replace(v_pause.kind, '_', ' '), v_pause.id, v_decision)),
+        v_locked.transition_seq,
+        v_locked.event_seq);
+    RETURN jsonb_build_object('result', 'resumed', 'task', task_json(p_task_id),
+                              'segment', v_locked.segment + 1,
+                              'pause', (SELECT to_jsonb(p) FROM pauses p
+                                        WHERE p.task_id = p_task_id AND p.id = v_pause.id));
+END
+$$;
+
+-- A steering note from the caller for a working task: kept for the model's next context,
+-- shown as a progress entry, and its message kept once.
+-- p_note: {owner, message, message_id, digest, text}. Returns {result: noted | repeat |
+-- missing | not_working, task, seq}.
+CREATE OR REPLACE FUNCTION add_note(p_task_id text, p_note jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_locked record;
+    v_seq integer;
+BEGIN
+    SELECT state, transition_seq, event_seq INTO v_locked
+    FROM tasks WHERE id = p_task_id AND owner = p_note ->> 'owner' FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('result', 'missing');
+    END IF;
+    IF EXISTS (SELECT 1 FROM messages
+               WHERE owner = p_note ->> 'owner' AND message_id = p_note ->> 'message_id') THEN
+        RETURN jsonb_build_object('result', 'repeat', 'task', task_json(p_task_id));
+    END IF;
+    IF v_locked.state NOT IN ('submitted', 'working') THEN
+        RETURN jsonb_build_object('result', 'not_working', 'task', task_json(p_task_id));
+    END IF;
+    INSERT INTO messages (owner, message_id, task_id, digest)
+    VALUES (p_note ->> 'owner', p_note ->> 'message_id', p_task_id, p_note ->> 'digest');
+    SELECT coalesce(max(seq), 0) + 1 INTO v_seq FROM notes WHERE task_id = p_task_id;
+    INSERT INTO notes (task_id, seq, text, message_id)
+    VALUES (p_task_id, v_seq, p_note ->> 'text', p_note ->> 'message_id');
+    UPDATE tasks SET history = history || jsonb_build_array(p_note -> 'message')
+    WHERE id = p_task_id;
+    PERFORM apply_task_change(
+        p_task_id,
+        jsonb_build_object('transitions', jsonb_build_array(jsonb_build_object(
+            'from_state', v_locked.state, 'to_state', v_locked.state,
+            'reason', 'note from the caller: ' || left(p_note ->> 'text', 500)))),
+        v_locked.transition_seq,
+        v_locked.event_seq);
+    RETURN jsonb_build_object('result', 'noted', 'task', task_json(p_task_id), 'seq', v_seq);
 END
 $$;

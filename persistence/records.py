@@ -23,6 +23,8 @@ class NewItem:
     max_attempts: int
     run_timeout_s: int | None = None  # None: the server's command timeout
     timeout_s: int | None = None  # the whole item, all attempts; None: no limit of its own
+    irreversible: bool = False  # a person approves before it runs
+    ask: str | None = None  # a question item: its work is a person's answer
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class NewTask:
     # same messageId is recognised (same digest: a retry; another: a reuse).
     message_id: str = ""
     digest: str = ""
+    policy: JSON = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class TaskRow:
     plan: JSON | None
     report: JSON | None
     event_seq: int
+    status_data: JSON | None = None  # a DataPart of the status message (a pending request)
+    segment: int = 0  # the run's workflow segment: one more after each wait
 
     @property
     def is_terminal(self) -> bool:
@@ -89,6 +94,8 @@ class ItemRow:
     run_timeout_s: int | None = None
     timeout_s: int | None = None
     elapsed_s: float | None = None  # since its first attempt began (the database's clock)
+    irreversible: bool = False
+    ask: str | None = None
 
     def time_left_s(self) -> float | None:
         """Seconds the item may still take; None without a limit of its own."""
@@ -163,6 +170,35 @@ class EffectStart:
 
 
 @dataclass(frozen=True)
+class PauseRequest:
+    """What a paused run asks a person: a row in `pauses`, shown in the status message."""
+
+    id: str
+    kind: str
+    summary: str
+    options: list[str]
+    on_expiry: str
+    expires_s: float
+    details: JSON = field(default_factory=dict)
+    item_id: str | None = None
+    attempt: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A person's answer to a request (or its default, when it expired)."""
+
+    id: str
+    kind: str
+    decision: str
+    note: str | None
+    how: str  # reply | expired | ended
+    by: str | None = None
+    segment: int = 0  # the segment that asked
+    item_id: str | None = None
+
+
+@dataclass(frozen=True)
 class StepRecord:
     """Everything one checkpointed step changes, written in one transaction.
 
@@ -189,6 +225,7 @@ class StepRecord:
     item_id: str | None = None
     attempt: int | None = None
     then: EffectStart | None = None
+    pause: PauseRequest | None = None  # the step asks a person (the task waits)
     # The record that closes a run ended by others (a cancel): it may add its report, final
     # entry and last checkpoint to a task that is already terminal.
     closing: bool = False
@@ -241,6 +278,9 @@ class StepView:
     budget: JSON | None = None
     closed: bool = False  # the run's end is recorded (its report written)
     transition_seq: int = 0  # the last transition's number as the step began
+    segment: int = 0
+    policy: JSON = field(default_factory=dict)
+    decisions: dict[str, Decision] = field(default_factory=dict)  # by request id
 
     def item(self, item_id: str) -> ItemRow:
         for item in self.items:

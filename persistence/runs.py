@@ -8,6 +8,7 @@ plan.json and progress.md without reading again.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ from persistence.errors import NotFound
 from persistence.records import (
     JSON,
     Checkpoint,
+    Decision,
     EffectRow,
     ItemRow,
     StepOutcome,
@@ -40,6 +42,14 @@ class RunStore(Protocol):
     async def checkpoints(self, task_id: str) -> list[Checkpoint]: ...
     async def state_of(self, task_id: str) -> str | None: ...
     async def run_counts(self, task_id: str) -> JSON: ...
+    async def notes(self, task_id: str) -> list[Note]: ...
+
+
+@dataclass(frozen=True)
+class Note:
+    seq: int
+    text: str
+    at: datetime
 
 
 def _item(row: dict[str, Any]) -> ItemRow:
@@ -71,6 +81,7 @@ def step_json(record: StepRecord) -> JSON:
         "metadata_patch": record.metadata_patch,
         "model_call": dataclasses.asdict(record.model_call) if record.model_call else None,
         "then": dataclasses.asdict(record.then) if record.then else None,
+        "pause": dataclasses.asdict(record.pause) if record.pause else None,
         "closing": record.closing,
     }
 
@@ -105,6 +116,12 @@ class PostgresRunStore:
             budget=dict(row["budget"]) if row["budget"] else None,
             closed=row["closed"],
             transition_seq=row["transition_seq"],
+            segment=row["segment"],
+            policy=dict(row["policy"]),
+            decisions={
+                pause_id: Decision(id=pause_id, **decided)
+                for pause_id, decided in (row["decisions"] or {}).items()
+            },
         )
 
     async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome:
@@ -153,6 +170,12 @@ class PostgresRunStore:
             cur = await conn.execute(q("task_state"), {"task_id": task_id}, prepare=True)
             row = await cur.fetchone()
         return str(row["state"]) if row else None
+
+    async def notes(self, task_id: str) -> list[Note]:
+        """The caller's steering notes, in order."""
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("notes_after"), {"task_id": task_id, "after": 0})
+            return [Note(r["seq"], r["text"], r["at"]) for r in await cur.fetchall()]
 
     async def run_counts(self, task_id: str) -> JSON:
         """Effects that ran again after a crash (and how many extra runs), restored workspaces."""

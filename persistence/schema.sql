@@ -20,7 +20,11 @@ CREATE TABLE tasks (
     updated_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
     workspace_fingerprint text,
     checkpoint_sha text,
-    budget         jsonb NOT NULL DEFAULT '{}'::jsonb
+    budget         jsonb NOT NULL DEFAULT '{}'::jsonb,
+    segment        integer NOT NULL DEFAULT 0,
+    policy         jsonb NOT NULL DEFAULT '{}'::jsonb,
+    status_data    jsonb,
+    waited_s       double precision NOT NULL DEFAULT 0
 );
 CREATE INDEX tasks_owner_status_at ON tasks (owner, status_at DESC, id DESC);
 CREATE INDEX tasks_owner_context ON tasks (owner, context_id);
@@ -35,8 +39,7 @@ CREATE TABLE items (
     verify_command   text NOT NULL,
     verify_timeout_s integer NOT NULL,
     max_attempts     integer NOT NULL CHECK (max_attempts >= 1),
-    status           text NOT NULL DEFAULT 'pending'
-                         CHECK (status IN ('pending', 'in_progress', 'verifying', 'done', 'failed')),
+    status           text NOT NULL DEFAULT 'pending',
     attempts         integer NOT NULL DEFAULT 0,
     evidence         jsonb,
     commit_sha       text,
@@ -46,8 +49,12 @@ CREATE TABLE items (
     run_timeout_s    integer,
     timeout_s        integer,
     started_at       timestamptz,
+    irreversible     boolean NOT NULL DEFAULT false,
+    ask              text,
     PRIMARY KEY (task_id, item_id),
-    UNIQUE (task_id, position)
+    UNIQUE (task_id, position),
+    CONSTRAINT items_status_check
+        CHECK (status IN ('pending', 'in_progress', 'verifying', 'done', 'failed', 'skipped'))
 );
 
 CREATE TABLE transitions (
@@ -149,5 +156,40 @@ CREATE TABLE messages (
         ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED
 );
 CREATE INDEX messages_task ON messages (task_id);
+
+CREATE TABLE pauses (
+    task_id      text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    id           text NOT NULL,
+    kind         text NOT NULL CHECK (kind IN ('irreversible_action', 'plan_change',
+                      'budget_threshold', 'repeated_failure', 'plan_review', 'question',
+                      'stale_fact')),
+    segment      integer NOT NULL,
+    item_id      text,
+    attempt      integer,
+    summary      text NOT NULL,
+    details      jsonb NOT NULL DEFAULT '{}'::jsonb,
+    options      jsonb NOT NULL,
+    on_expiry    text NOT NULL,
+    requested_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    expires_at   timestamptz NOT NULL,
+    decision     text,
+    note         text,
+    decided_by   text,
+    decided_how  text CHECK (decided_how IN ('reply', 'expired', 'ended')),
+    decided_at   timestamptz,
+    message_id   text,
+    PRIMARY KEY (task_id, id)
+);
+CREATE UNIQUE INDEX pauses_one_open ON pauses (task_id) WHERE decision IS NULL;
+CREATE INDEX pauses_expiring ON pauses (expires_at) WHERE decision IS NULL;
+
+CREATE TABLE notes (
+    task_id    text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    seq        integer NOT NULL,
+    text       text NOT NULL,
+    message_id text NOT NULL,
+    at         timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (task_id, seq)
+);
 
 -- SQL functions live in functions.sql, applied after the tables on every migrate.

@@ -59,6 +59,8 @@ def _task(row: dict[str, Any]) -> TaskRow:
         plan=row["plan"],
         report=row["report"],
         event_seq=row["event_seq"],
+        status_data=row.get("status_data"),
+        segment=row.get("segment") or 0,
     )
 
 
@@ -113,6 +115,7 @@ class PostgresTaskStore:
             "rejection": new.rejection,
             "message_id": new.message_id or new.task_id,
             "digest": new.digest,
+            "policy": new.policy,
         }
         async with self._read() as conn:  # autocommit: the statement is the transaction
             cur = await conn.execute(q("create_task"), {"task": jsonb(task)}, prepare=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from persistence.changes import TaskChange, apply_change
@@ -16,6 +17,16 @@ class WatchdogStore(Protocol):
     async def stuck_tasks(
         self, stuck_after_s: float, max_age_s: float
     ) -> list[tuple[str, str]]: ...
+    async def expired_pauses(self) -> list[ExpiredPause]: ...
+    async def segments_to_start(self, older_than_s: float) -> list[tuple[str, int]]: ...
+
+
+@dataclass(frozen=True)
+class ExpiredPause:
+    task_id: str
+    owner: str
+    pause_id: str
+    on_expiry: str
 
 
 class PostgresWatchdogStore:
@@ -35,6 +46,19 @@ class PostgresWatchdogStore:
                 q("stuck_tasks"), {"stuck_after_s": stuck_after_s, "max_age_s": max_age_s}
             )
             return [(r["task_id"], r["why"]) for r in await cur.fetchall()]
+
+    async def expired_pauses(self) -> list[ExpiredPause]:
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("expired_pauses"))
+            return [
+                ExpiredPause(r["task_id"], r["owner"], r["id"], r["on_expiry"])
+                for r in await cur.fetchall()
+            ]
+
+    async def segments_to_start(self, older_than_s: float) -> list[tuple[str, int]]:
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("segments_to_start"), {"older_than_s": older_than_s})
+            return [(r["task_id"], r["segment"]) for r in await cur.fetchall()]
 
     async def fail_task(self, task_id: str, reason: str) -> bool:
         """End a run as failed from outside it (the run notices, stops its effect and closes

@@ -150,7 +150,7 @@ def test_data_part_without_plan_is_refused(server: tuple[AgentProcess, str]) -> 
     process, url = server
     before = count_rows(url)
     body = send(process, message({"data": {"goal": "x"}}))
-    assert '"plan" and/or a "budget" key' in error_of(body, INVALID_PARAMS)
+    assert '"plan", "budget", "policy" or "approval" keys' in error_of(body, INVALID_PARAMS)
     assert count_rows(url) == before
 
 

@@ -145,8 +145,8 @@ async def test_stuck_run_is_stopped_with_a_final_entry(start_agent: StartAgent, 
     plan = {i["id"]: i for i in plan_of(finished)["items"]}
     assert plan["hang"]["status"] in ("in_progress", "verifying")
     assert plan["next"]["status"] == "pending"
-    progress = (home / "workspaces" / task.id / "progress.md").read_text()
-    assert "stopped as stuck" in progress
+    # The run sees the end and closes its record (the final entry) right after.
+    wait_for_line(home / "workspaces" / task.id / "progress.md", "stopped as stuck")
     time.sleep(1.5)
     ps = subprocess.run(
         ["pgrep", "-f", "sleep 120; touch never.txt"], check=False, capture_output=True

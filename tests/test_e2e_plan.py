@@ -77,7 +77,13 @@ async def test_three_item_plan_runs_to_completion(
     assert all(isinstance(sha, str) and len(sha) == 40 for sha in shas)
     assert plan["items"][0]["evidence"]["exitCode"] == 0
     progress = dict(done.metadata["progress"])
-    assert progress == {"itemsTotal": 3, "itemsDone": 3, "itemsFailed": 0, "currentItem": None}
+    assert progress == {
+        "itemsTotal": 3,
+        "itemsDone": 3,
+        "itemsFailed": 0,
+        "itemsSkipped": 0,
+        "currentItem": None,
+    }
     report = report_of(done)
     assert report["itemsDone"] == ["one", "two", "three"] and report["remaining"] == []
 

@@ -57,15 +57,22 @@ def _timestamp(at: datetime | str) -> Timestamp:
     return ts
 
 
-def _status_message(task_id: str, context_id: str, text: str | None) -> Message | None:
-    if not text:
+def _status_message(
+    task_id: str, context_id: str, text: str | None, data: JSON | None = None
+) -> Message | None:
+    """The status message: its text, and a DataPart when the status carries data (a pending
+    request: {"approvalRequest": {...}})."""
+    if not text and not data:
         return None
+    parts = [Part(text=text)] if text else []
+    if data:
+        parts.append(_data_part(to_wire(data)))
     return Message(
         message_id=f"{task_id}-status",
         context_id=context_id,
         task_id=task_id,
         role=Role.ROLE_AGENT,
-        parts=[Part(text=text)],
+        parts=parts,
     )
 
 
@@ -95,7 +102,7 @@ def report_artifact(report: JSON) -> Artifact:
 
 def to_task(row: TaskRow, history_length: int | None) -> Task:
     status = TaskStatus(state=STATE_TO_PROTO[row.state], timestamp=_timestamp(row.status_at))
-    message = _status_message(row.task_id, row.context_id, row.status_text)
+    message = _status_message(row.task_id, row.context_id, row.status_text, row.status_data)
     if message is not None:
         status.message.CopyFrom(message)
     history = row.history
@@ -125,7 +132,7 @@ def to_event(row: TaskRow, body: JSON) -> TaskStatusUpdateEvent | TaskArtifactUp
         status = TaskStatus(
             state=STATE_TO_PROTO[str(body["state"])], timestamp=_timestamp(str(body["at"]))
         )
-        message = _status_message(row.task_id, row.context_id, body.get("text"))
+        message = _status_message(row.task_id, row.context_id, body.get("text"), body.get("data"))
         if message is not None:
             status.message.CopyFrom(message)
         return TaskStatusUpdateEvent(task_id=row.task_id, context_id=row.context_id, status=status)

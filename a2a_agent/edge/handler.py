@@ -40,18 +40,27 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
+from a2a_agent.edge.answers import (
+    ReplyIntent,
+    from_approval,
+    from_text,
+    message_text,
+    pending_request,
+)
 from a2a_agent.edge.convert import (
     PROTO_TO_STATE,
     is_final_event,
+    message_to_json,
     to_event,
     to_task,
 )
-from a2a_agent.edge.intake import Intake
+from a2a_agent.edge.intake import Intake, message_digest
 from a2a_agent.engine import RunEngine
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
 from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.notify import TaskNotifier
 from persistence.records import TaskRow
+from persistence.replies import Reply, ReplyStore
 from persistence.tasks import TaskStore
 
 DEFAULT_PAGE_SIZE = 50
@@ -75,6 +84,7 @@ def _owner(context: ServerCallContext) -> str:
 @dataclass
 class AgentRequestHandler(RequestHandler):
     store: TaskStore
+    replies: ReplyStore
     engine: RunEngine
     notifier: TaskNotifier
     intake: Intake
@@ -193,28 +203,108 @@ class AgentRequestHandler(RequestHandler):
         return row
 
     async def _follow_up(self, owner: str, message: Message) -> TaskRow:
+        """A reply to the task's pending request, or a steering note while it works; each
+        applied once per messageId."""
         row = await self._load(message.task_id, owner)
         earlier = await self.store.task_of_message(owner, message.message_id)
         if earlier == row.task_id:
             return row  # this message was applied before: nothing happens twice
         if earlier is not None:
             raise InvalidParamsError(_reused(message.message_id, earlier))
-        if row.is_terminal:
+        message.context_id = row.context_id
+        try:
+            approval = self.intake.follow_up_approval(message)
+        except PlanError as exc:
+            raise InvalidParamsError(str(exc)) from exc
+        if row.is_terminal and approval is None:
             raise UnsupportedOperationError(
                 f"task {row.task_id} is {row.state} and takes no more messages; "
                 "send a new message without taskId to start a new task"
             )
-        message.context_id = row.context_id
         try:
-            self.intake.check_follow_up(message)
+            text = message_text(message)
+            request = pending_request(row.status_data)
+            if approval is not None:
+                intent = from_approval(approval, self.intake.budget_caps, None)
+            elif row.state == "input_required" and request is not None:
+                intent = from_text(text, request)
+            else:
+                intent = None
         except PlanError as exc:
             raise InvalidParamsError(str(exc)) from exc
-        raise UnsupportedOperationError(
-            f"task {row.task_id} is {row.state} and takes no messages while it works: it asks "
-            "for input only when it is input-required, and this one has asked for none. To "
-            "change what it does, cancel it (CancelTask) and send a new task; to follow it, "
-            "use GetTask or SubscribeToTask"
+        if intent is None:
+            return await self._note(row, message, text)
+        return await self._answer(row, message, intent)
+
+    async def _note(self, row: TaskRow, message: Message, text: str) -> TaskRow:
+        if not text:
+            raise InvalidParamsError(
+                f"task {row.task_id} is {row.state}: a follow-up to it is a text (a note for "
+                "its work) or, when it asks, an approval; this message has neither"
+            )
+        noted = await self.replies.note(
+            row.task_id,
+            row.owner,
+            text,
+            message=message_to_json(message),
+            message_id=message.message_id,
+            digest=message_digest(message),
         )
+        if noted.result == "not_working" and noted.row is not None:
+            raise UnsupportedOperationError(
+                f"task {row.task_id} is {noted.row.state} and takes no notes now"
+            )
+        if noted.row is None:
+            raise TaskNotFoundError(f"task {row.task_id!r} does not exist (or is not yours)")
+        return noted.row
+
+    async def _answer(self, row: TaskRow, message: Message, intent: ReplyIntent) -> TaskRow:
+        answered = await self.replies.answer(
+            row.task_id,
+            Reply(
+                owner=row.owner,
+                decision=intent.decision,
+                approval_id=intent.approval_id,
+                note=intent.note,
+                decided_by=row.owner or None,
+                budget=intent.budget,
+                message=message_to_json(message),
+                message_id=message.message_id,
+                digest=message_digest(message),
+            ),
+        )
+        task_id = row.task_id
+        if answered.result == "resumed" and answered.row is not None:
+            await self.engine.start(task_id, answered.segment)
+            return answered.row
+        if answered.result == "repeat" and answered.row is not None:
+            return answered.row
+        pause = answered.pause or {}
+        if answered.result == "decided":
+            how = pause.get("decided_how")
+            when = str(pause.get("decided_at", ""))[:19]
+            raise InvalidParamsError(
+                f"request `{pause.get('id')}` of task {task_id} was already decided: "
+                f"{pause.get('decision')} "
+                + ("by default, because it expired" if how == "expired" else f"({how})")
+                + f" at {when}; this reply changed nothing"
+            )
+        if answered.result == "bad_decision":
+            raise InvalidParamsError(
+                f"{intent.decision!r} is not an option of request `{pause.get('id')}`; "
+                f"its options are {pause.get('options')}; nothing changed"
+            )
+        if answered.result == "unknown":
+            raise InvalidParamsError(
+                f"task {task_id} has no request `{intent.approval_id}`; the pending one is "
+                f"`{answered.pending}`; nothing changed"
+            )
+        if answered.result == "none_pending":
+            raise InvalidParamsError(
+                f"task {task_id} is {row.state} and has asked nothing, so there is no request "
+                "to approve; nothing changed (a text while it works is a note for it)"
+            )
+        raise TaskNotFoundError(f"task {task_id!r} does not exist (or is not yours)")
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -274,7 +364,7 @@ class AgentRequestHandler(RequestHandler):
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
         owner = _owner(context)
-        await self._load(params.id, owner)
+        was_waiting = (await self._load(params.id, owner)).state == "input_required"
         try:
             row = await self.store.cancel_task(params.id, owner, "canceled at the caller's request")
         except NotFound as exc:
@@ -284,6 +374,9 @@ class AgentRequestHandler(RequestHandler):
         except StoreUnavailable as exc:
             raise InternalError(f"{exc}; the task was not canceled, try again") from exc
         await self.engine.cancel(row.task_id)
+        if row.segment > 0 and was_waiting:
+            # Nothing of the run was in flight: a segment of its own closes the record.
+            await self.engine.start(row.task_id, row.segment)
         return to_task(row, None)
 
     # ---- not offered yet -----------------------------------------------------------------

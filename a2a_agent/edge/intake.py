@@ -16,11 +16,11 @@ from a2a_agent.edge.convert import message_to_json
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
 from a2a_agent.harness import prompts
 from a2a_agent.model.types import Usage
-from a2a_agent.plans import PlanLimits, parse_plan
+from a2a_agent.plans import PlanLimits, parse_plan, parse_policy
 from a2a_agent.wire import from_wire, wire_name
 from persistence.records import NewTask
 
-DATA_KEYS = frozenset({"plan", "budget"})
+DATA_KEYS = frozenset({"plan", "budget", "policy", "approval"})
 INPUT_MODES = ("text/plain", "application/json")
 OUTPUT_MODES = ("text/plain", "application/json")
 MODEL_NOT_AVAILABLE = (
@@ -132,31 +132,45 @@ class Intake:
                 f"it answers in {' and '.join(OUTPUT_MODES)}"
             )
 
-    def _data(self, message: Message) -> tuple[Any, Any]:
-        """The plan and the budget the message's data parts carry (each at most once)."""
-        found: dict[str, list[Any]] = {"plan": [], "budget": []}
+    def _data(self, message: Message) -> dict[str, Any]:
+        """What the message's data parts carry: plan, budget, policy, approval (each at most
+        once), with their keys in snake_case."""
+        found: dict[str, list[Any]] = {key: [] for key in DATA_KEYS}
         for data in get_data_parts(message.parts):
             if not isinstance(data, dict) or not data or set(data) - DATA_KEYS:
                 got = sorted(data) if isinstance(data, dict) else type(data).__name__
                 raise PlanError(
-                    f'a data part must be an object with a "plan" and/or a "budget" key; got {got}'
+                    'a data part must be an object with "plan", "budget", "policy" or '
+                    f'"approval" keys; got {got}'
                 )
             for key, value in data.items():
                 found[key].append(value)
         for key, values in found.items():
             if len(values) > 1:
                 raise PlanError(f"the message carries more than one {key}; send one per task")
-        plan = from_wire(found["plan"][0], "plan") if found["plan"] else None
-        budget = from_wire(found["budget"][0], "budget") if found["budget"] else None
-        return plan, budget
+        return {key: from_wire(values[0], key) for key, values in found.items() if values}
 
-    def check_follow_up(self, message: Message) -> None:
-        _, budget = self._data(message)
-        if budget is not None:
-            raise PlanError("a budget can only be set in the first message of a task")
+    def follow_up_approval(self, message: Message) -> Any:
+        """The approval a follow-up carries (None if none); what a follow-up cannot change is
+        refused."""
+        data = self._data(message)
+        for key in ("plan", "budget", "policy"):
+            if key in data:
+                raise PlanError(
+                    f"a {key} can only be set in the first message of a task; a follow-up "
+                    'answers a pending request ({"approval": ...} or a text) or, while the '
+                    "task works, adds a note for it (a text)"
+                )
+        return data.get("approval")
 
     def new_task(self, task_id: str, owner: str, context_id: str, message: Message) -> NewTask:
-        raw_plan, raw_budget = self._data(message)
+        data = self._data(message)
+        if "approval" in data:
+            raise PlanError(
+                "an approval answers a task's pending request: send it with that task's taskId"
+            )
+        raw_plan, raw_budget = data.get("plan"), data.get("budget")
+        policy = parse_policy(data["policy"]) if "policy" in data else {}
         budget = effective_limits(raw_budget, self.budget_defaults, self.budget_caps)
         message_id, digest = message.message_id, message_digest(message)
         text = "\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
@@ -169,6 +183,7 @@ class Intake:
                 planning += len(prompts.PLANNER_SYSTEM) // 4
                 self.smallest_call.refuse_if_too_small(budget, planning)
             return NewTask(
+                policy=policy,
                 task_id=task_id,
                 owner=owner,
                 context_id=context_id,
@@ -181,6 +196,8 @@ class Intake:
                 digest=digest,
             )
         plan = parse_plan(raw_plan, self.limits)
+        if plan.policy is not None:
+            policy = {**policy, **plan.policy}
         needing_model = plan.items_needing_model
         rejection = None
         if needing_model and not self.model_available:
@@ -198,4 +215,5 @@ class Intake:
             budget=budget,
             message_id=message_id,
             digest=digest,
+            policy=policy,
         )

@@ -8,8 +8,9 @@ from typing import Protocol
 class RunEngine(Protocol):
     """What the edge needs from the engine: start a task's run, stop it."""
 
-    async def start(self, task_id: str) -> None:
-        """Hand the task to a worker; starting the same task twice is a no-op."""
+    async def start(self, task_id: str, segment: int = 0) -> None:
+        """Hand a segment of the task's run to a worker (0: from the start; n: after the
+        n-th wait); starting the same segment twice is a no-op."""
         ...
 
     async def cancel(self, task_id: str) -> None:

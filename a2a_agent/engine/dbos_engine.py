@@ -12,11 +12,13 @@ from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.runner import PlanRunner
 from a2a_agent.engine.supervisor import Supervisor
+from a2a_agent.harness.decisions import DecisionSteps
 from a2a_agent.harness.model_work import ModelWork
 from a2a_agent.harness.plan_harness import PlanHarness
 from a2a_agent.watched import watch
 from persistence.engine_connections import engine_connection_factory
 from persistence.errors import StoreError
+from persistence.replies import ReplyStore
 from persistence.watch import WatchdogStore
 from persistence.workers import WorkerRegistry
 
@@ -34,6 +36,8 @@ class DbosEngine:
         store: WatchdogStore,
         harness: PlanHarness,
         work: ModelWork,
+        decisions: DecisionSteps,
+        replies: ReplyStore,
         registry: WorkerRegistry,
         system_database_url: str,
         conninfo: str,
@@ -74,10 +78,11 @@ class DbosEngine:
             }
         )
         self._harness = harness
-        self._runner = PlanRunner(harness, work, self.gate)
+        self._runner = PlanRunner(harness, work, decisions, self.gate)
         self.supervisor = Supervisor(
             registry=registry,
             store=store,
+            replies=replies,
             run_worker=run_worker,
             start_run=self.start,
             take_over=self._take_over,
@@ -124,9 +129,12 @@ class DbosEngine:
             log.warning("could not mark this worker stopped: %s", exc)
         DBOS.destroy()
 
-    async def start(self, task_id: str) -> None:
-        with SetWorkflowID(task_id):
-            await DBOS.enqueue_workflow_async(RUN_QUEUE, self._runner.run_task, task_id)
+    async def start(self, task_id: str, segment: int = 0) -> None:
+        """Enqueue a segment of a task's run; a segment enqueued before is not run again
+        (its workflow id is taken), so a lost or repeated start is harmless."""
+        workflow_id = task_id if segment == 0 else f"{task_id}:s{segment}"
+        with SetWorkflowID(workflow_id):
+            await DBOS.enqueue_workflow_async(RUN_QUEUE, self._runner.run_task, task_id, segment)
 
     async def cancel(self, task_id: str) -> None:
         """Nothing to do here: the task's row already says canceled, and its run (wherever it

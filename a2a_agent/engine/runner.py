@@ -3,7 +3,9 @@
 Each step is a thin wrapper over one harness coroutine: durability is added here, by
 wrapping, and the harness itself never branches on whether it runs for the first time.
 Every step returns a `StepResult`; `_step` is the one funnel the body takes them through:
-`stopped` ends the run and `restart` starts the item again, whichever step said it.
+`stopped` ends the run, `paused` ends this workflow segment (the task waits for a person, as
+a row; the reply starts the next segment) and `restart` starts the item again, whichever step
+said it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dbos import DBOS, DBOSConfiguredInstance
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.harness import prompts
+from a2a_agent.harness.decisions import DecisionSteps
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.model_work import ModelWork
 from a2a_agent.harness.plan_harness import PlanHarness
@@ -43,6 +46,10 @@ class RunStopped(Exception):
     """A step said the run has ended (cancel, budget stop, a failure already recorded)."""
 
 
+class RunPaused(Exception):
+    """A step asked a person: this segment of the run ends; a reply starts the next."""
+
+
 class ItemRestart(Exception):
     """A step restored the workspace: the item starts again as `attempt`."""
 
@@ -53,9 +60,12 @@ class ItemRestart(Exception):
 
 @DBOS.dbos_class()
 class PlanRunner(DBOSConfiguredInstance):
-    def __init__(self, harness: PlanHarness, work: ModelWork, gate: StepGate) -> None:
+    def __init__(
+        self, harness: PlanHarness, work: ModelWork, decisions: DecisionSteps, gate: StepGate
+    ) -> None:
         self.harness = harness
         self.work = work
+        self.decisions = decisions
         self.gate = gate
         super().__init__("plan-runner")
 
@@ -99,6 +109,20 @@ class PlanRunner(DBOSConfiguredInstance):
     async def close(self, task_id: str) -> JSON:
         return await self._gated(self.harness.close(task_id))
 
+    # ---- steps: pauses ------------------------------------------------------------------
+
+    @DBOS.step(**OUTAGE_RETRY)
+    async def apply_decision(self, task_id: str) -> JSON:
+        return await self._gated(self.decisions.apply_decision(task_id))
+
+    @DBOS.step(**OUTAGE_RETRY)
+    async def ask_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
+        return await self._gated(self.decisions.ask_item(task_id, item_id, attempt))
+
+    @DBOS.step(**OUTAGE_RETRY)
+    async def review_plan(self, task_id: str) -> JSON:
+        return await self._gated(self.decisions.review_plan(task_id))
+
     # ---- steps: the model ---------------------------------------------------------------
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
@@ -141,14 +165,20 @@ class PlanRunner(DBOSConfiguredInstance):
         result = StepResult.from_json(await output)
         if result.outcome == "stopped":
             raise RunStopped
+        if result.outcome == "paused":
+            raise RunPaused
         if result.outcome == "restart":
             raise ItemRestart(result.attempt)
         return result
 
     @DBOS.workflow()
-    async def run_task(self, task_id: str) -> str:
+    async def run_task(self, task_id: str, segment: int = 0) -> str:
+        """One segment of a task's run: from its start, or from a reply, to its end or the
+        next pause (workflow id: the task id, then `<task id>:s<segment>`)."""
         try:
-            return await self._run(task_id)
+            return await self._run(task_id, segment)
+        except RunPaused:
+            return "paused"  # the wait is a row; nothing of this run stays in the process
         except RunStopped:
             # Ended by a step (a budget stop: closed already) or by others (a cancel, the
             # watchdog): the closing writes the report and commits the files if none did.
@@ -160,18 +190,22 @@ class PlanRunner(DBOSConfiguredInstance):
             await self.fail(task_id, f"{type(exc).__name__}: {exc}")
             return "failed"
 
-    async def _run(self, task_id: str) -> str:
+    async def _run(self, task_id: str, segment: int) -> str:
         snap = (await self._step(self.snapshot(task_id))).payload
         if snap["state"] in TERMINAL_STATES:
             raise RunStopped  # ended before this run began (canceled while queued)
+        if segment > 0:
+            await self._step(self.apply_decision(task_id))
+            snap = (await self._step(self.snapshot(task_id))).payload
         if snap["state"] == "submitted":
             await self._step(self.begin_task(task_id))
         if not snap["items"]:
             await self._plan(task_id)
+            await self._step(self.review_plan(task_id))
             snap = (await self._step(self.snapshot(task_id))).payload
         for item in snap["items"]:
             outcome = await self._work_item(task_id, item, int(item["attempts"]))
-            if outcome != "done":
+            if outcome not in ("done", "skipped"):
                 return outcome
         return str((await self._step(self.finish(task_id))).payload["state"])
 
@@ -228,12 +262,15 @@ class PlanRunner(DBOSConfiguredInstance):
 
     async def _work_item(self, task_id: str, item: JSON, attempt: int) -> str:
         item_id, status = str(item["id"]), str(item["status"])
-        if status in ("done", "failed"):
+        if status in ("done", "failed", "skipped"):
             return status
         if status == "pending":
             attempt += 1
             await self._step(self.begin_attempt(task_id, item_id, attempt))
         verifying = status == "verifying"
+        if item.get("ask") and not verifying:
+            await self._step(self.ask_item(task_id, item_id, attempt))  # the answer moves it on
+            verifying = True
         while True:
             try:
                 if not verifying:
@@ -249,6 +286,8 @@ class PlanRunner(DBOSConfiguredInstance):
             if verified.outcome == "retry":
                 attempt = verified.attempt
                 continue
+            if verified.outcome == "ok":
+                return "skipped"  # out of attempts; the policy skips it
             return verified.outcome
 
     async def _model_turn(self, task_id: str, item_id: str, attempt: int) -> None:

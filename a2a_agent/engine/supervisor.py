@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from a2a_agent.errors import AgentError
 from persistence.errors import StoreError
+from persistence.replies import Reply, ReplyStore
 from persistence.watch import WatchdogStore
 from persistence.workers import WorkerRegistry
 
@@ -22,7 +23,8 @@ class Supervisor:
         registry: WorkerRegistry,
         store: WatchdogStore,
         run_worker: bool,
-        start_run: Callable[[str], Awaitable[None]],
+        replies: ReplyStore,
+        start_run: Callable[[str, int], Awaitable[None]],
         take_over: Callable[[str], Awaitable[int]],
         stop_run: Callable[[str, str], Awaitable[None]],
         reconcile_interval_s: float,
@@ -34,6 +36,7 @@ class Supervisor:
         self.store = store
         self.run_worker = run_worker
         self.start_run = start_run
+        self.replies = replies
         self.take_over = take_over
         self.reconcile_interval_s = reconcile_interval_s
         self.stop_run = stop_run
@@ -89,7 +92,34 @@ class Supervisor:
                 await self.stop_run(task_id, reason)
             except AgentError as exc:  # this run's trouble (its workspace), not the process's
                 log.error("could not stop task %s: %s", task_id, exc)
+        await self.expire_requests()
         if reconcile:
             # A task stored as submitted whose enqueue was lost (crash after the commit).
             for task_id in await self.store.submitted_task_ids(self.reconcile_interval_s):
-                await self.start_run(task_id)
+                await self.start_run(task_id, 0)
+            # A wait that ended (reply, expiry, cancel) whose next segment was not enqueued.
+            for task_id, segment in await self.store.segments_to_start(self.reconcile_interval_s):
+                await self.start_run(task_id, segment)
+
+    async def expire_requests(self) -> None:
+        """Requests nobody answered in time follow their default, recorded as expired."""
+        for due in await self.store.expired_pauses():
+            answered = await self.replies.answer(
+                due.task_id,
+                Reply(
+                    owner=due.owner,
+                    decision=due.on_expiry,
+                    approval_id=due.pause_id,
+                    how="expired",
+                    decided_by="expiry",
+                    note="no reply before the request expired; its default applies",
+                ),
+            )
+            if answered.result == "resumed":
+                log.warning(
+                    "task %s: request %s expired; default %r applied",
+                    due.task_id,
+                    due.pause_id,
+                    due.on_expiry,
+                )
+                await self.start_run(due.task_id, answered.segment)

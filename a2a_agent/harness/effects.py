@@ -2,6 +2,7 @@
 
     key recorded as completed?  -> conclude from the recorded result (nothing runs again)
     else: workspace check       -> restored? restart the item as a new attempt
+          approval check        -> undecided? pause (the task waits; see pauses.py)
           budget check          -> exhausted? stop the run cleanly
           mark started          -> a local marker; on record only for a re-run after a crash
           perform               -> the effect itself
@@ -28,9 +29,10 @@ from a2a_agent.budget import BudgetStop, Spend
 from a2a_agent.harness.context import StepContext, ended_by_others
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.files import overwrite
+from a2a_agent.harness.pauses import Pauses, decided_to_go_on
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.errors import StoreUnavailable
-from persistence.records import TERMINAL_STATES, StepRecord, StepView, Transition
+from persistence.records import TERMINAL_STATES, Decision, StepRecord, StepView, Transition
 
 Integrity = Literal["tree", "checkpoint", "none"]
 ENDED_POLL_S = 5.0  # how often a running effect looks whether its task ended, unwoken
@@ -46,6 +48,10 @@ class Effect:
     # tree: the workspace must be as the last step recorded it (commands); checkpoint: only
     # present (between the model's tool calls); none: the effect does not touch it (model).
     integrity: Integrity
+    action: str | None = None  # the command it runs, for the irreversible patterns
+    # The result to conclude with when a person refused the effect (a tool call: an error the
+    # model reads); None: a refusal ends the run (applied before the effect is reached).
+    refused: Callable[[Decision], JSON] | None = None
 
 
 @dataclass(frozen=True)
@@ -103,10 +109,13 @@ class Wakeups(Protocol):
 
 
 class Effects:
-    def __init__(self, ctx: StepContext, endings: RunEndings, wakeups: Wakeups) -> None:
+    def __init__(
+        self, ctx: StepContext, endings: RunEndings, wakeups: Wakeups, pauses: Pauses
+    ) -> None:
         self.ctx = ctx
         self.endings = endings
         self.wakeups = wakeups
+        self.pauses = pauses
 
     def marker(self, task_id: str) -> EffectMarker:
         return EffectMarker(self.ctx.marker_path(task_id))
@@ -136,6 +145,24 @@ class Effects:
                 if restored and effect.item_id is not None and effect.attempt is not None:
                     item = view.item(effect.item_id)
                     return await self.ctx.restart(view, item, effect.attempt, restored)
+            asked = self.pauses.before_effect(
+                view,
+                key=effect.key,
+                item_id=effect.item_id,
+                attempt=effect.attempt,
+                action=effect.action,
+                spends=effect.spend != Spend(),
+            )
+            decided = view.decisions.get(asked.id) if asked is not None else None
+            if asked is not None and decided is None:
+                return await self.pauses.ask(view, asked, effect.attempt or 0)
+            if asked is not None and decided is not None and not decided_to_go_on(decided):
+                if effect.refused is None:
+                    await self.endings.fail(view, f"`{asked.id}` was {decided.decision}")
+                    return StepResult("stopped", effect.attempt or 0)
+                concluded = await conclude(effect.refused(decided), 1)
+                await self.ctx.record(view, concluded.record, fingerprint=concluded.fingerprint)
+                return concluded.result
             try:
                 await self.ctx.guard.check(view.task_id, view.budget or {}, effect.spend)
             except BudgetStop as stop:

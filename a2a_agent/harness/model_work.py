@@ -24,7 +24,15 @@ from a2a_agent.harness.tools import TOOL_SPECS, WorkspaceTools
 from a2a_agent.model import Model
 from a2a_agent.model.types import ModelRequest, ModelResponse
 from a2a_agent.plans import PlanLimits, parse_plan
-from persistence.records import Charge, EffectStart, ModelCall, StepRecord, StepView, Transition
+from persistence.records import (
+    Charge,
+    Decision,
+    EffectStart,
+    ModelCall,
+    StepRecord,
+    StepView,
+    Transition,
+)
 
 PROGRESS_TAIL_CHARS = 3000
 
@@ -182,7 +190,15 @@ class ModelWork:
         item = view.item(item_id)
         progress = self.ctx.workspace(task_id).root / "progress.md"
         tail = progress.read_text()[-PROGRESS_TAIL_CHARS:] if progress.exists() else ""
+        # What people said: the caller's steering notes, and notes on this item's decisions.
+        notes = [note.text for note in await self.ctx.runs.notes(task_id)]
+        notes += [
+            f"({d.id}: {d.decision}) {d.note}"
+            for d in view.decisions.values()
+            if d.item_id == item_id and d.note and d.how == "reply"
+        ]
         messages = prompts.item_messages(
+            notes=notes,
             goal=view.goal,
             items=view.items,
             item=item,
@@ -225,6 +241,18 @@ class ModelWork:
         bash_timeout = within_item(item, self.config.bash_timeout_s)
         if bash_timeout is None and not recorded(view):
             return await self.effects.endings.out_of_time(view, item, attempt)
+        tool_input = tool_use.get("input") or {}
+        command = tool_input.get("command") if name == "bash" else None
+
+        def refused(decided: Decision) -> JSON:
+            why = f": {decided.note}" if decided.note else ""
+            return {
+                "tool_use_id": tool_use["id"],
+                "is_error": True,
+                "content": f"Not run: a person did not approve this command ({decided.decision}"
+                f"{why}). Do the item another way, or end your turn and say what is needed.",
+            }
+
         effect = Effect(
             key=key,
             step="tool",
@@ -232,6 +260,8 @@ class ModelWork:
             attempt=attempt,
             spend=Spend(tool=name),
             integrity="checkpoint",
+            action=command if isinstance(command, str) else None,
+            refused=refused,
         )
         ws = self.ctx.workspace(task_id)
 

@@ -32,7 +32,13 @@ from persistence.records import (
 )
 
 # What a recorded verification said, as the step result the body goes on from.
-VERIFIED = {"done": "done", "retry": "retry", "failed": "failed"}
+VERIFIED = {
+    "done": "done",
+    "retry": "retry",
+    "failed": "failed",
+    "paused": "paused",
+    "skipped": "ok",
+}
 
 
 def recorded(view: StepView) -> bool:
@@ -100,10 +106,16 @@ class PlanHarness:
     async def snapshot(self, task_id: str) -> StepResult:
         view = await self.ctx.view(task_id)
         items = [
-            {"id": i.item_id, "status": i.status, "attempts": i.attempts, "run": i.run is not None}
+            {
+                "id": i.item_id,
+                "status": i.status,
+                "attempts": i.attempts,
+                "run": i.run is not None,
+                "ask": i.ask is not None,
+            }
             for i in view.items
         ]
-        return StepResult.ok({"state": view.state, "items": items})
+        return StepResult.ok({"state": view.state, "items": items, "segment": view.segment})
 
     async def begin_task(self, task_id: str) -> StepResult:
         view = await self.ctx.view(task_id)
@@ -158,7 +170,9 @@ class PlanHarness:
 
     # ---- commands -------------------------------------------------------------------------
 
-    def _command_effect(self, task_id: str, item: ItemRow, attempt: int, step: str) -> Effect:
+    def _command_effect(
+        self, task_id: str, item: ItemRow, attempt: int, step: str, command: str
+    ) -> Effect:
         return Effect(
             key=effect_key(task_id, step, scope=item.item_id, attempt=attempt),
             step=step,
@@ -166,6 +180,7 @@ class PlanHarness:
             attempt=attempt,
             spend=Spend(),
             integrity="tree",
+            action=command,
         )
 
     async def _run(self, task_id: str, effect: Effect, command: str, timeout_s: int) -> JSON:
@@ -188,7 +203,7 @@ class PlanHarness:
         if item.run is None:
             raise NotFound(f"item {item_id} has no run command")
         command = item.run
-        effect = self._command_effect(task_id, item, attempt, "run")
+        effect = self._command_effect(task_id, item, attempt, "run", command)
         timeout = within_item(item, item.run_timeout_s or self.ctx.config.command_timeout_s)
         if timeout is None and not recorded(view):
             return await self.endings.out_of_time(view, item, attempt)
@@ -217,7 +232,7 @@ class PlanHarness:
         key = effect_key(task_id, "verify", scope=item_id, attempt=attempt)
         view = await self.ctx.view(task_id, key=key, budget=True)
         item = view.item(item_id)
-        effect = self._command_effect(task_id, item, attempt, "verify")
+        effect = self._command_effect(task_id, item, attempt, "verify", item.verify_command)
         verify_timeout = within_item(item, item.verify_timeout_s)
         if verify_timeout is None and not recorded(view):
             return await self.endings.out_of_time(view, item, attempt)
@@ -279,6 +294,9 @@ class PlanHarness:
                 then=self.ctx.first_effect(view.task_id, item, attempt + 1),
             )
             return Concluded(retry, StepResult("retry", attempt + 1))
+        on_failure = view.policy.get("on_item_failure", "stop")
+        if on_failure in ("ask", "skip"):
+            return self._out_of_attempts(view, item, attempt, value, runs, ask=on_failure == "ask")
         history = with_attempt(item, attempt, verify=shown, outcome="failed")
         failed_item = dataclasses.replace(item, status="failed", evidence=shown, history=history)
         after = dataclasses.replace(
@@ -319,6 +337,87 @@ class PlanHarness:
         failed = await self.endings.closing_record(view, failed, after.items)
         self.ctx.forget(view.task_id)
         return Concluded(failed, StepResult("failed", attempt))
+
+    def _out_of_attempts(
+        self, view: StepView, item: ItemRow, attempt: int, value: JSON, runs: int, *, ask: bool
+    ) -> Concluded:
+        """An item used all its attempts and the policy says ask (a repeated_failure pause)
+        or skip it (the run goes on)."""
+        result = CommandResult.from_json(value["command"])
+        shown = evidence(result, runs)
+        failures = item.failures + 1
+        item_id, verify = item.item_id, item.verify_command
+        key = effect_key(view.task_id, "verify", scope=item_id, attempt=attempt)
+        failed = f"verification `{verify}` exited {result.exit_code}; no attempts left"
+        if not ask:
+            history = with_attempt(item, attempt, verify=shown, outcome="skipped")
+            record = StepRecord(
+                effect_key=key,
+                step="verify",
+                result={**value, "outcome": "skipped"},
+                item=ItemChange(
+                    item_id=item_id,
+                    status="skipped",
+                    attempts=attempt,
+                    evidence=shown,
+                    failures=failures,
+                    history=history,
+                ),
+                transitions=[
+                    Transition(
+                        item_id=item_id,
+                        attempt=attempt,
+                        from_state="verifying",
+                        to_state="skipped",
+                        reason=f"{failed}; skipped (policy onItemFailure: skip)",
+                    )
+                ],
+                charge=Charge(kind="command"),
+                runs=runs,
+            )
+            return Concluded(record, StepResult.ok(attempt=attempt))
+        pauses = self.effects.pauses
+        request = pauses.request(
+            view,
+            pause_id=f"failure.{item_id}.{failures}",
+            kind="repeated_failure",
+            summary=f"Item `{item_id}` ({item.title}) failed all {failures} attempt(s): "
+            f"`{verify}` exited {result.exit_code}. Retry once more (your note goes to the "
+            "worker), skip it, or stop the run.",
+            details={"item": item_id, "verify": shown},
+            item_id=item_id,
+            attempt=attempt,
+        )
+        history = with_attempt(item, attempt, verify=shown, outcome="failed")
+        record = StepRecord(
+            effect_key=key,
+            step="verify",
+            result={**value, "outcome": "paused"},
+            item=ItemChange(
+                item_id=item_id,
+                status="failed",
+                attempts=attempt,
+                evidence=shown,
+                failures=failures,
+                history=history,
+            ),
+            task_state="input_required",
+            status_text=pauses.status_text(request),
+            transitions=[
+                Transition(
+                    item_id=item_id,
+                    attempt=attempt,
+                    from_state="verifying",
+                    to_state="failed",
+                    reason=failed,
+                ),
+                pauses.transition(request),
+            ],
+            charge=Charge(kind="command"),
+            runs=runs,
+            pause=request,
+        )
+        return Concluded(record, StepResult("paused", attempt, {"pause": request.id}))
 
     async def _verified(
         self, view: StepView, item: ItemRow, attempt: int, value: JSON, runs: int

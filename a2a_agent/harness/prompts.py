@@ -99,6 +99,7 @@ def item_messages(
     attempt: int,
     progress_tail: str,
     last_failure: JSON | None,
+    notes: Sequence[str] = (),
 ) -> list[JSON]:
     """A fresh context for one attempt at an item: built from files and rows, not history."""
     parts = [
@@ -113,6 +114,11 @@ def item_messages(
             "# The last verification failed\n"
             f"`{last_failure.get('command')}` exited {last_failure.get('exit_code')}. "
             f"Output tail:\n```\n{str(last_failure.get('output_tail', '')).rstrip()}\n```"
+        )
+    if notes:
+        parts.append(
+            "# Notes from the people you work for (follow them)\n"
+            + "\n".join(f"- {note}" for note in notes)
         )
     return [user_text("\n\n".join(parts))]
 

@@ -15,7 +15,8 @@ def build_report(
 ) -> JSON:
     done = [i.item_id for i in items if i.status == "done"]
     failed = [i.item_id for i in items if i.status == "failed"]
-    remaining = [i.item_id for i in items if i.status not in ("done", "failed")]
+    skipped = [i.item_id for i in items if i.status == "skipped"]
+    remaining = [i.item_id for i in items if i.status not in ("done", "failed", "skipped")]
     checks = [
         {
             "item": i.item_id,
@@ -29,6 +30,7 @@ def build_report(
     summary = (
         f"{len(done)} of {len(items)} items done and verified"
         + (f"; failed: {', '.join(failed)}" if failed else "")
+        + (f"; skipped: {', '.join(skipped)}" if skipped else "")
         + (f"; not reached: {', '.join(remaining)}" if remaining else "")
         + "."
     )
@@ -36,6 +38,7 @@ def build_report(
         "summary": summary,
         "items_done": done,
         "items_failed": failed,
+        "items_skipped": skipped,
         "checks_passed": checks,
         "remaining": remaining,
         "files_changed": list(files_changed),

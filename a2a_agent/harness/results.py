@@ -17,7 +17,8 @@ JSON = dict[str, Any]
 # retry    verification failed with attempts left: work the item again as `attempt`
 # done     verification passed: the item is done
 # failed   verification failed with no attempts left: the run has ended as failed
-Outcome = Literal["ok", "stopped", "restart", "retry", "done", "failed"]
+# paused   the run asked a person and waits (a row): this workflow segment ends here
+Outcome = Literal["ok", "stopped", "restart", "retry", "done", "failed", "paused"]
 OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
 
 

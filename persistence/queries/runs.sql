@@ -1,11 +1,16 @@
 -- The run path: what a step reads as it starts, and the one transaction that records it.
 
 -- name: step_view
--- One statement, one snapshot: the task, its items, the step's effect and (when asked) the
--- budget.
+-- One statement, one snapshot: the task, its items, the decisions on its requests, the
+-- step's effect and (when asked) the budget.
 SELECT t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
-       t.report IS NOT NULL AS closed, t.transition_seq,
+       t.report IS NOT NULL AS closed, t.transition_seq, t.segment, t.policy,
        task_items_json(t.id) AS items,
+       (SELECT jsonb_object_agg(p.id, jsonb_build_object(
+                   'kind', p.kind, 'decision', p.decision, 'note', p.note,
+                   'how', p.decided_how, 'by', p.decided_by, 'segment', p.segment,
+                   'item_id', p.item_id))
+        FROM pauses p WHERE p.task_id = t.id AND p.decision IS NOT NULL) AS decisions,
        (SELECT jsonb_build_object('key', e.key, 'status', e.status, 'runs', e.runs,
                                   'result', e.result)
         FROM effects e WHERE e.key = %(key)s::text) AS effect,

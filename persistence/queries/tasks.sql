@@ -1,13 +1,13 @@
 -- name: get_task_any_owner
 SELECT id AS task_id, owner, context_id, state, status_text, status_at, history, metadata, plan,
-       report, event_seq
+       report, event_seq, status_data, segment
 FROM tasks
 WHERE id = %(task_id)s
 
 -- name: list_tasks
 WITH filtered AS (
     SELECT id AS task_id, owner, context_id, state, status_text, status_at, history, metadata,
-           plan, report, event_seq
+           plan, report, event_seq, status_data, segment
     FROM tasks
     WHERE owner = %(owner)s
       AND (%(context_id)s::text IS NULL OR context_id = %(context_id)s)
@@ -41,3 +41,12 @@ SELECT seq, body FROM events WHERE task_id = %(task_id)s AND seq > %(after)s ORD
 
 -- name: task_of_message
 SELECT task_id FROM messages WHERE owner = %(owner)s AND message_id = %(message_id)s
+
+-- name: answer_pause
+SELECT answer_pause(%(task_id)s, %(payload)s::jsonb) AS result
+
+-- name: add_note
+SELECT add_note(%(task_id)s, %(payload)s::jsonb) AS result
+
+-- name: notes_after
+SELECT seq, text, at FROM notes WHERE task_id = %(task_id)s AND seq > %(after)s ORDER BY seq

@@ -12,8 +12,30 @@ SELECT id AS task_id,
        CASE WHEN created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s)
             THEN 'max_age' ELSE 'no_progress' END AS why
 FROM tasks
-WHERE state IN ('submitted', 'working')
-  AND (updated_at < clock_timestamp() - make_interval(secs => %(stuck_after_s)s)
-       OR created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s))
+WHERE (state IN ('submitted', 'working')
+       AND (updated_at < clock_timestamp() - make_interval(secs => %(stuck_after_s)s)
+            OR created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s)))
+   -- A task waiting for a person is not stuck, but the run's age counts the wait.
+   OR (state = 'input_required'
+       AND created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s))
 ORDER BY created_at
 LIMIT 100
+
+-- name: expired_pauses
+-- Requests nobody answered in time: each follows its default.
+SELECT p.task_id, t.owner, p.id, p.on_expiry
+FROM pauses p JOIN tasks t ON t.id = p.task_id
+WHERE p.decision IS NULL AND p.expires_at < clock_timestamp()
+ORDER BY p.expires_at
+LIMIT 100
+
+-- name: segments_to_start
+-- Tasks whose wait ended (a reply, an expiry, a cancel) but whose next segment may not have
+-- been enqueued (a crash after the commit): enqueueing it again is a no-op in DBOS when it was.
+SELECT id AS task_id, segment FROM tasks
+WHERE segment > 0
+  AND updated_at < clock_timestamp() - make_interval(secs => %(older_than_s)s)
+  AND (state = 'working'
+       OR (state IN ('completed', 'failed', 'canceled', 'rejected') AND report IS NULL))
+ORDER BY updated_at
+LIMIT 500

@@ -20,6 +20,7 @@ from a2a_agent.harness.context import HarnessConfig, StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.keys import effect_key
+from a2a_agent.harness.pauses import PauseConfig, Pauses
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.budgets import PostgresBudgets
 from persistence.db import create_pool
@@ -48,7 +49,12 @@ async def main(database_url: str, workspaces: Path, task_id: str, ledger: Path, 
         executor_id=f"child-{os.getpid()}",
     )
     ctx = StepContext(PostgresRunStore(pool), PostgresLedger(pool), guard, config)
-    effects = Effects(ctx, RunEndings(ctx), NoWakeups())
+    effects = Effects(
+        ctx,
+        RunEndings(ctx),
+        NoWakeups(),
+        Pauses(ctx, PauseConfig(expires_s=3600.0, irreversible=[], pause_pct=80)),
+    )
     key = effect_key(task_id, "run", scope="i0", attempt=1)
     view = await ctx.view(task_id, key=key, budget=True)
     effect = Effect(key, "run", "i0", 1, Spend(), integrity="none")

@@ -1,0 +1,106 @@
+"""What a follow-up message to a task means: a reply to its pending request, or a note.
+
+A reply is a DataPart {"approval": {"id", "decision", "note"?, "budget"?}} or a text that
+starts with one of the request's options ("approve", "reject: too risky", "retry, but run
+the migrations first"); to a question, any text is the answer. While the task works, a text
+is a steering note for the model's next context.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.types.a2a_pb2 import Message
+
+from a2a_agent.budget import effective_limits
+from a2a_agent.errors import PlanError
+from persistence.records import JSON
+
+APPROVAL_KEYS = frozenset({"id", "decision", "note", "budget"})
+MAX_NOTE_CHARS = 4000
+_FIRST_WORD = re.compile(r"^\s*([A-Za-z_]+)[\s:,.;!-]*(.*)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ReplyIntent:
+    decision: str
+    approval_id: str | None = None
+    note: str | None = None
+    budget: JSON | None = None
+
+
+def message_text(message: Message) -> str:
+    return "\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text").strip()
+
+
+def pending_request(status_data: JSON | None) -> JSON | None:
+    request = (status_data or {}).get("approval_request")
+    return request if isinstance(request, dict) else None
+
+
+def _note(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise PlanError(f"approval.note must be a string, got {type(value).__name__}")
+    if len(value) > MAX_NOTE_CHARS:
+        raise PlanError(f"approval.note is {len(value)} characters; at most {MAX_NOTE_CHARS}")
+    return value.strip() or None
+
+
+def from_approval(
+    approval: Any, caps: Mapping[str, Any], current: Mapping[str, Any] | None
+) -> ReplyIntent:
+    if not isinstance(approval, Mapping):
+        raise PlanError('"approval" must be an object: {"id", "decision", "note"}')
+    extra = sorted(set(approval) - APPROVAL_KEYS)
+    if extra:
+        raise PlanError(f"approval has unknown field(s) {extra}; allowed: {sorted(APPROVAL_KEYS)}")
+    decision = approval.get("decision")
+    if not isinstance(decision, str) or not decision.strip():
+        raise PlanError("approval.decision must be one of the request's options (a string)")
+    approval_id = approval.get("id")
+    if approval_id is not None and not isinstance(approval_id, str):
+        raise PlanError("approval.id must be the request's id (a string)")
+    budget = None
+    if approval.get("budget") is not None:
+        if decision.strip().lower() != "approve":
+            raise PlanError("approval.budget raises the limits of an approval; decide approve")
+        raised = effective_limits(approval["budget"], {}, caps)
+        budget = {
+            **{k: v for k, v in raised.items() if k != "max_actions"},
+            **(
+                {"max_actions": {**(current or {}).get("max_actions", {}), **raised["max_actions"]}}
+                if raised.get("max_actions")
+                else {}
+            ),
+        }
+    return ReplyIntent(
+        decision=decision.strip().lower(),
+        approval_id=approval_id,
+        note=_note(approval.get("note")),
+        budget=budget,
+    )
+
+
+def from_text(text: str, request: JSON) -> ReplyIntent:
+    """A text reply to `request`: its first word, when it is an option, is the decision."""
+    options = [str(o) for o in request.get("options") or []]
+    match = _FIRST_WORD.match(text)
+    if match and match.group(1).lower() in options:
+        rest = match.group(2).strip()
+        return ReplyIntent(
+            decision=match.group(1).lower(),
+            approval_id=str(request.get("id")),
+            note=_note(rest or None),
+        )
+    if request.get("kind") == "question":
+        return ReplyIntent(decision="answer", approval_id=str(request.get("id")), note=_note(text))
+    raise PlanError(
+        f"the task waits for a decision on `{request.get('id')}` ({request.get('summary')}); "
+        f"start the text with one of {options}, or send "
+        f'{{"approval": {{"id": "{request.get("id")}", "decision": ...}}}}'
+    )

@@ -1,0 +1,202 @@
+"""The steps around a pause: asking (a question item, a plan review) and, at the start of the
+segment a reply started, applying what the person decided.
+
+`apply_decision` is keyed by the request, so a segment re-run after a crash applies it once.
+A decision that lets the run go on changes nothing here: the step that paused finds it in its
+view and runs under its own key. One that does not (reject, skip, stop) is applied here.
+"""
+
+from __future__ import annotations
+
+from a2a_agent.harness.context import StepContext
+from a2a_agent.harness.endings import RunEndings
+from a2a_agent.harness.evidence import with_attempt
+from a2a_agent.harness.files import overwrite
+from a2a_agent.harness.keys import effect_key
+from a2a_agent.harness.pauses import Pauses
+from a2a_agent.harness.plan_harness import verify_start
+from a2a_agent.harness.results import StepResult
+from persistence.records import Decision, ItemChange, ItemRow, StepRecord, StepView, Transition
+
+ANSWERS_DIR = "answers"
+
+
+def answer_path(item_id: str) -> str:
+    return f"{ANSWERS_DIR}/{item_id}.md"
+
+
+def _who(decided: Decision) -> str:
+    if decided.how == "expired":
+        return "by default (the request expired)"
+    return f"by {decided.by or 'the caller'}"
+
+
+class DecisionSteps:
+    def __init__(self, ctx: StepContext, endings: RunEndings, pauses: Pauses) -> None:
+        self.ctx = ctx
+        self.endings = endings
+        self.pauses = pauses
+
+    # ---- asking ---------------------------------------------------------------------------
+
+    async def ask_item(self, task_id: str, item_id: str, attempt: int) -> StepResult:
+        """A question item: ask its question (once; the answer moves the item on)."""
+        view = await self.ctx.view(task_id)
+        item = view.item(item_id)
+        pause_id = f"question.{item_id}"
+        if pause_id in view.decisions:
+            return StepResult.ok(attempt=attempt)
+        request = self.pauses.request(
+            view,
+            pause_id=pause_id,
+            kind="question",
+            summary=f"Item `{item_id}` asks: {item.ask}",
+            details={"item": item_id, "question": item.ask, "verify": item.verify_command},
+            item_id=item_id,
+            attempt=attempt,
+        )
+        return await self.pauses.ask(view, request, attempt)
+
+    async def review_plan(self, task_id: str) -> StepResult:
+        """With policy review_plan, the drafted plan waits for approval before any work."""
+        view = await self.ctx.view(task_id)
+        if not view.policy.get("review_plan") or "plan_review" in view.decisions:
+            return StepResult.ok()
+        plan = [
+            {"id": i.item_id, "title": i.title, "run": i.run, "verify": i.verify_command}
+            for i in view.items
+        ]
+        request = self.pauses.request(
+            view,
+            pause_id="plan_review",
+            kind="plan_review",
+            summary=f"The drafted plan has {len(plan)} item(s): "
+            + ", ".join(f"{p['id']} ({p['title']})" for p in plan)
+            + ". Approve to start the work, or reject (the run stops).",
+            details={"items": plan},
+        )
+        return await self.pauses.ask(view, request)
+
+    # ---- applying -------------------------------------------------------------------------
+
+    async def apply_decision(self, task_id: str) -> StepResult:
+        """Apply the decision that started this segment (one asked in the segment before)."""
+        view = await self.ctx.view(task_id)
+        if view.is_terminal:
+            return StepResult("stopped")
+        asked = [d for d in view.decisions.values() if d.segment == view.segment - 1]
+        if not asked:
+            return StepResult.ok()
+        decided = asked[-1]
+        kind, choice = decided.kind, decided.decision
+        why = f"`{decided.id}`: {choice} {_who(decided)}" + (
+            f": {decided.note}" if decided.note else ""
+        )
+        item = view.item(decided.item_id) if decided.item_id else None
+        if kind == "question" and item is not None:
+            if choice == "answer":
+                return await self._answered(view, item, decided)
+            return await self._stop(
+                view, f"item {item.item_id}'s question was not answered ({why})"
+            )
+        if choice in ("approve", "retry", "answer"):
+            if kind == "repeated_failure" and item is not None:
+                return await self._retry(view, item, decided, why)
+            return StepResult.ok()
+        if choice == "skip" and item is not None:
+            return await self._skip(view, item, decided, why)
+        if (
+            kind == "irreversible_action"
+            and decided.id.startswith("command.")
+            and ".tool." in (decided.id)
+        ):
+            return StepResult.ok()  # a tool call: the model is told it was refused
+        return await self._stop(view, f"stopped at {kind.replace('_', ' ')} {why}")
+
+    async def _stop(self, view: StepView, reason: str) -> StepResult:
+        await self.endings.fail(view, reason)
+        return StepResult("stopped")
+
+    def _record(
+        self,
+        view: StepView,
+        decided: Decision,
+        item: ItemChange,
+        transition: Transition,
+        then_verify: bool = False,
+    ) -> StepRecord:
+        return StepRecord(
+            effect_key=effect_key(view.task_id, f"decide.{decided.id}"),
+            step="decide",
+            result={"decision": decided.decision},
+            item=item,
+            transitions=[transition],
+            then=verify_start(view.task_id, item.item_id, item.attempts) if then_verify else None,
+        )
+
+    async def _skip(self, view: StepView, item: ItemRow, decided: Decision, why: str) -> StepResult:
+        change = ItemChange(
+            item_id=item.item_id,
+            status="skipped",
+            attempts=item.attempts,
+            history=with_attempt(item, item.attempts, outcome=f"skipped {_who(decided)}"),
+        )
+        transition = Transition(
+            item_id=item.item_id,
+            attempt=item.attempts,
+            from_state=item.status,
+            to_state="skipped",
+            reason=f"skipped: {why}",
+        )
+        return await self.ctx.advance(view, self._record(view, decided, change, transition))
+
+    async def _retry(
+        self, view: StepView, item: ItemRow, decided: Decision, why: str
+    ) -> StepResult:
+        """One more attempt for an item that used all of its own."""
+        change = ItemChange(
+            item_id=item.item_id,
+            status="pending",
+            attempts=item.attempts,
+            failures=item.max_attempts - 1,
+        )
+        transition = Transition(
+            item_id=item.item_id,
+            attempt=item.attempts,
+            from_state=item.status,
+            to_state="pending",
+            reason=f"one more attempt: {why}",
+        )
+        return await self.ctx.advance(view, self._record(view, decided, change, transition))
+
+    async def _answered(self, view: StepView, item: ItemRow, decided: Decision) -> StepResult:
+        """The answer goes to the item's record and to answers/<item>.md; then its check."""
+        answer = decided.note or ""
+        ws = self.ctx.workspace(view.task_id)
+        path = ws.root / answer_path(item.item_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        overwrite(path, f"# {item.title}\n\n{item.ask}\n\n## Answer\n\n{answer}\n")
+        change = ItemChange(
+            item_id=item.item_id,
+            status="verifying",
+            attempts=item.attempts,
+            history=with_attempt(
+                item,
+                item.attempts,
+                work={
+                    "by": decided.by or "the caller",
+                    "answer": answer,
+                    "file": answer_path(item.item_id),
+                },
+            ),
+        )
+        transition = Transition(
+            item_id=item.item_id,
+            attempt=item.attempts,
+            from_state=item.status,
+            to_state="verifying",
+            reason=f"answered {_who(decided)}: {answer[:300]}; verifying with "
+            f"`{item.verify_command}`",
+        )
+        record = self._record(view, decided, change, transition, then_verify=True)
+        return await self.ctx.advance(view, record, item.attempts)

@@ -1,0 +1,142 @@
+"""Replies to a task: a decision on its pending request, or a steering note for its model.
+
+Each is one statement (`answer_pause()` / `add_note()` in functions.sql): the message kept
+once under its messageId, the row that records the reply, the task's change and its events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from persistence.cache import TaskReadCache
+from persistence.db import Pool, read
+from persistence.records import JSON, TaskRow
+from persistence.safe import jsonb
+from persistence.sql import q
+
+
+@dataclass(frozen=True)
+class Reply:
+    owner: str
+    decision: str
+    approval_id: str | None = None  # None: whatever is pending
+    note: str | None = None
+    decided_by: str | None = None
+    how: str = "reply"  # reply | expired
+    budget: JSON | None = None  # limits an approval raises (checked against the caps)
+    message: JSON | None = None
+    message_id: str | None = None
+    digest: str = ""
+
+
+@dataclass(frozen=True)
+class Answered:
+    """resumed | repeat | none_pending | unknown | decided | bad_decision | missing."""
+
+    result: str
+    row: TaskRow | None = None
+    pause: JSON | None = None  # the request the reply was about (when there is one)
+    pending: str | None = None  # the request that is pending, if another
+    segment: int = 0  # the segment to start when resumed
+
+
+@dataclass(frozen=True)
+class Noted:
+    """noted | repeat | not_working | missing."""
+
+    result: str
+    row: TaskRow | None = None
+    seq: int = 0
+
+
+class ReplyStore(Protocol):
+    """What the edge needs to apply a reply."""
+
+    async def answer(self, task_id: str, reply: Reply) -> Answered: ...
+    async def note(
+        self, task_id: str, owner: str, text: str, *, message: JSON, message_id: str, digest: str
+    ) -> Noted: ...
+
+
+def task_from_json(data: Any) -> TaskRow | None:
+    if data is None:
+        return None
+    return TaskRow(
+        task_id=data["task_id"],
+        owner=data["owner"],
+        context_id=data["context_id"],
+        state=data["state"],
+        status_text=data["status_text"],
+        status_at=datetime.fromisoformat(data["status_at"]),
+        history=data["history"],
+        metadata=data["metadata"],
+        plan=data["plan"],
+        report=data["report"],
+        event_seq=data["event_seq"],
+        status_data=data.get("status_data"),
+        segment=data.get("segment") or 0,
+    )
+
+
+class PostgresReplyStore:
+    def __init__(self, pool: Pool, cache: TaskReadCache | None = None) -> None:
+        self._pool = pool
+        self._cache = cache
+
+    async def _call(self, query: str, task_id: str, payload: JSON) -> JSON:
+        async with read(self._pool) as conn:  # autocommit: the statement is the transaction
+            cur = await conn.execute(
+                q(query),
+                {"task_id": task_id, "payload": jsonb(payload)},
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        result: JSON = row["result"]
+        if self._cache is not None:
+            self._cache.invalidate(task_id)
+        return result
+
+    async def answer(self, task_id: str, reply: Reply) -> Answered:
+        got = await self._call(
+            "answer_pause",
+            task_id,
+            {
+                "owner": reply.owner,
+                "approval_id": reply.approval_id,
+                "decision": reply.decision,
+                "note": reply.note,
+                "decided_by": reply.decided_by,
+                "how": reply.how,
+                "budget": reply.budget,
+                "message": reply.message,
+                "message_id": reply.message_id,
+                "digest": reply.digest,
+            },
+        )
+        return Answered(
+            result=got["result"],
+            row=task_from_json(got.get("task")),
+            pause=got.get("pause"),
+            pending=got.get("pending"),
+            segment=int(got.get("segment") or 0),
+        )
+
+    async def note(
+        self, task_id: str, owner: str, text: str, *, message: JSON, message_id: str, digest: str
+    ) -> Noted:
+        got = await self._call(
+            "add_note",
+            task_id,
+            {
+                "owner": owner,
+                "text": text,
+                "message": message,
+                "message_id": message_id,
+                "digest": digest,
+            },
+        )
+        return Noted(
+            result=got["result"], row=task_from_json(got.get("task")), seq=int(got.get("seq") or 0)
+        )
