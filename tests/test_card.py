@@ -123,3 +123,41 @@ def test_plans_the_harness_refuses_the_schema_refuses(case: str, plan: Any, expe
         parse_plan(from_wire(plan, "plan"), limits)
     assert validator.is_valid(README_PLAN)
     parse_plan(from_wire(README_PLAN, "plan"), limits)
+
+
+CHECKPOINT_PLAN = {
+    "goal": "ship",
+    "items": [
+        {"id": "build", "run": "true", "verify": "true"},
+        {"id": "name", "ask": "What is it called?"},
+        {"id": "deploy", "run": "true", "verify": "true", "irreversible": True},
+    ],
+    "policy": {"reviewPlan": True, "onItemFailure": "ask", "approvalExpiresS": 3600},
+}
+BAD_CHECKPOINTS = [
+    ("unknown policy key", {"policy": {"pauseEverywhere": True}}),
+    ("bad onItemFailure", {"policy": {"onItemFailure": "retry"}}),
+    ("expiry of zero", {"policy": {"approvalExpiresS": 0}}),
+    ("irreversible not a flag", {"items": [{"id": "x", "verify": "true", "irreversible": 1}]}),
+    ("a question with a run", {"items": [{"id": "x", "ask": "why?", "run": "true"}]}),
+    ("neither verify nor ask", {"items": [{"id": "x", "run": "true"}]}),
+]
+
+
+@pytest.mark.parametrize(("case", "change"), BAD_CHECKPOINTS, ids=[c[0] for c in BAD_CHECKPOINTS])
+def test_checkpoint_fields_agree_between_schema_and_harness(case: str, change: Any) -> None:
+    limits = plan_limits(Settings.from_env({}))
+    validator = Draft202012Validator(plan_schema(limits, "http://x"))
+    assert validator.is_valid(CHECKPOINT_PLAN)
+    parsed = parse_plan(from_wire(CHECKPOINT_PLAN, "plan"), limits)
+    assert parsed.policy == {
+        "review_plan": True,
+        "on_item_failure": "ask",
+        "approval_expires_s": 3600,
+    }
+    assert [i.irreversible for i in parsed.items] == [False, False, True]
+    assert parsed.items[1].verify_command == "test -s answers/name.md"
+    bad = {**CHECKPOINT_PLAN, **change}
+    assert not validator.is_valid(bad), case
+    with pytest.raises(PlanError):
+        parse_plan(from_wire(bad, "plan"), limits)

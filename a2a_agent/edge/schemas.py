@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from a2a_agent.plans import ITEM_ID, MAX_ATTEMPTS_CAP, PlanLimits
+from a2a_agent.plans import (
+    ITEM_ID,
+    MAX_ATTEMPTS_CAP,
+    MAX_EXPIRES_S,
+    ON_EXPIRY,
+    ON_ITEM_FAILURE,
+    PlanLimits,
+)
 
 JSON = dict[str, Any]
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -43,7 +50,9 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
     }
     item = {
         "type": "object",
-        "required": ["id", "verify"],
+        "required": ["id"],
+        "anyOf": [{"required": ["verify"]}, {"required": ["ask"]}],
+        "not": {"required": ["ask", "run"]},
         "additionalProperties": False,
         "properties": {
             "id": {"type": "string", "pattern": f"^{ITEM_ID.pattern.strip('^$')}$"},
@@ -68,6 +77,35 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                 "maximum": limits.max_item_timeout_s,
                 "description": "Seconds the whole item (all its attempts) may take.",
             },
+            "irreversible": {
+                "type": "boolean",
+                "default": False,
+                "description": "A person approves before the item's work runs.",
+            },
+            "ask": {
+                "type": "string",
+                "minLength": 1,
+                "description": "A question for a person: the answer is the item's work "
+                "(kept in answers/<id>.md; verify defaults to `test -s answers/<id>.md`).",
+            },
+        },
+    }
+    policy = {
+        "type": "object",
+        "additionalProperties": False,
+        "description": "Where the run stops for a person (also a DataPart {\"policy\": ...}).",
+        "properties": {
+            "reviewPlan": {
+                "type": "boolean",
+                "description": "A plan drafted by the model waits for approval first.",
+            },
+            "onItemFailure": {"enum": list(ON_ITEM_FAILURE), "default": "stop"},
+            "budgetPause": {
+                "type": "boolean",
+                "description": "Wait for approval at the budget's pause point.",
+            },
+            "approvalExpiresS": {"type": "integer", "minimum": 1, "maximum": MAX_EXPIRES_S},
+            "onExpiry": {"enum": list(ON_EXPIRY), "default": "reject"},
         },
     }
     return {
@@ -86,8 +124,9 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                 "items": {"$ref": "#/$defs/item"},
                 "description": "Worked in order. Item ids must be unique (the server checks).",
             },
+            "policy": {"$ref": "#/$defs/policy"},
         },
-        "$defs": {"command": command, "item": item},
+        "$defs": {"command": command, "item": item, "policy": policy},
     }
 
 
@@ -109,7 +148,8 @@ def budget_schema(caps: Mapping[str, Any], base_url: str) -> JSON:
                 "type": "integer",
                 "minimum": 1,
                 "maximum": cap("max_wall_s"),
-                "description": "Seconds of work since submission.",
+                "description": "Seconds of work since submission, not counting time spent "
+                "waiting for a person.",
             },
             "maxStepsWithoutProgress": {
                 "type": "integer",
