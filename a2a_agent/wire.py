@@ -51,6 +51,7 @@ SNAKE_NAMES = [
     "budget_pause",
     "approval_request",
     "expires_at",
+    "continued_by",
 ]
 
 

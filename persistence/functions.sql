@@ -429,6 +429,13 @@ DECLARE
         jsonb_build_object('to_state', 'submitted', 'reason', 'task received'));
     v_accepted text := 'Accepted; waiting for a worker.';
     v_existing record;
+    v_from text := p_task ->> 'continue_from';
+    v_earlier record;
+    v_sha text;
+    v_done integer;
+    v_goal text := p_task ->> 'goal';
+    v_policy jsonb := coalesce(p_task -> 'policy', '{}'::jsonb);
+    v_metadata jsonb := coalesce(p_task -> 'metadata', '{}'::jsonb);
 BEGIN
     INSERT INTO messages (owner, message_id, task_id, digest)
     VALUES (p_task ->> 'owner', p_task ->> 'message_id', v_id, p_task ->> 'digest')
@@ -440,12 +447,72 @@ BEGIN
                                   'digest_matches',
                                   v_existing.digest IN ('', p_task ->> 'digest'));
     END IF;
+    IF v_from IS NOT NULL THEN
+        -- A continuation: the earlier task's plan and last verified checkpoint (see below).
+        SELECT id, state, goal, policy, metadata INTO v_earlier
+        FROM tasks WHERE id = v_from AND owner = p_task ->> 'owner' FOR UPDATE;
+        IF NOT FOUND OR v_earlier.state NOT IN ('completed', 'failed', 'canceled')
+           OR NOT EXISTS (SELECT 1 FROM items WHERE task_id = v_from) THEN
+            DELETE FROM messages
+            WHERE owner = p_task ->> 'owner' AND message_id = p_task ->> 'message_id';
+            RETURN jsonb_build_object(
+                'error', CASE WHEN v_earlier.id IS NULL THEN 'not_found'
+                              WHEN v_earlier.state IN ('completed', 'failed', 'canceled')
+                              THEN 'no_plan' ELSE 'not_ended' END,
+                'state', v_earlier.state);
+        END IF;
+        v_goal := v_earlier.goal;
+        IF v_policy = '{}'::jsonb THEN
+            v_policy := v_earlier.policy;
+        END IF;
+        SELECT count(*) FILTER (WHERE status = 'done'),
+               (array_agg(commit_sha ORDER BY position DESC)
+                    FILTER (WHERE status = 'done' AND commit_sha IS NOT NULL))[1]
+        INTO v_done, v_sha
+        FROM items WHERE task_id = v_from;
+        IF v_sha IS NULL THEN  -- nothing verified: the earlier task's start
+            SELECT sha INTO v_sha FROM checkpoints WHERE task_id = v_from ORDER BY seq LIMIT 1;
+        END IF;
+        v_metadata := v_metadata || jsonb_build_object(
+            'continues', jsonb_build_object('task_id', v_from, 'checkpoint', v_sha,
+                                            'items_done', v_done));
+        UPDATE tasks
+        SET metadata = metadata || jsonb_build_object(
+                'continued_by', coalesce(metadata -> 'continued_by', '[]'::jsonb)
+                                || to_jsonb(v_id)),
+            updated_at = clock_timestamp()
+        WHERE id = v_from;
+        PERFORM pg_notify('a2a_task_events', v_from);
+        v_transitions := jsonb_build_array(jsonb_build_object(
+            'to_state', 'submitted',
+            'reason', format('task received: continues task %s from checkpoint %s (%s item(s) '
+                             'done stay done)', v_from, left(coalesce(v_sha, 'none'), 12),
+                             v_done)));
+    END IF;
     INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget,
-                       policy)
+                       policy, checkpoint_sha)
     VALUES (v_id, p_task ->> 'owner', p_task ->> 'context_id', 'submitted',
-            CASE WHEN v_rejection IS NULL THEN v_accepted END, p_task ->> 'goal',
-            jsonb_build_array(p_task -> 'first_message'), p_task -> 'metadata',
-            p_task -> 'budget', coalesce(p_task -> 'policy', '{}'::jsonb));
+            CASE WHEN v_rejection IS NULL THEN v_accepted END, v_goal,
+            jsonb_build_array(p_task -> 'first_message'), v_metadata,
+            p_task -> 'budget', v_policy, v_sha);
+    IF v_from IS NOT NULL THEN
+        -- Done items stay done (their evidence, history and commit); the rest start afresh.
+        INSERT INTO items (task_id, position, item_id, title, run, verify_command,
+                           verify_timeout_s, max_attempts, run_timeout_s, timeout_s,
+                           irreversible, ask, status, attempts, evidence, commit_sha, history)
+        SELECT v_id, position, item_id, title, run, verify_command, verify_timeout_s,
+               max_attempts, run_timeout_s, timeout_s, irreversible, ask,
+               CASE WHEN status = 'done' THEN 'done' ELSE 'pending' END,
+               CASE WHEN status = 'done' THEN attempts ELSE 0 END,
+               CASE WHEN status = 'done' THEN evidence END,
+               CASE WHEN status = 'done' THEN commit_sha END,
+               CASE WHEN status = 'done' THEN history ELSE '[]'::jsonb END
+        FROM items WHERE task_id = v_from;
+        -- Its own copy of the checkpoints, so its workspace can be rebuilt like any other.
+        INSERT INTO checkpoints (task_id, seq, sha, bundle)
+        SELECT v_id, seq, sha, bundle FROM checkpoints WHERE task_id = v_from;
+        v_items := (SELECT jsonb_agg(1) FROM items WHERE task_id = v_id);
+    END IF;
     INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                        verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask)
     SELECT v_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
@@ -453,7 +520,8 @@ BEGIN
            (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
            (n.x ->> 'timeout_s')::integer,
            coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask'
-    FROM jsonb_array_elements(v_items) WITH ORDINALITY AS n (x, ord);
+    FROM jsonb_array_elements(CASE WHEN v_from IS NULL THEN v_items ELSE '[]' END)
+         WITH ORDINALITY AS n (x, ord);
     IF v_rejection IS NOT NULL THEN
         v_transitions := v_transitions || jsonb_build_array(jsonb_build_object(
             'from_state', 'submitted', 'to_state', 'rejected', 'reason', v_rejection));

@@ -43,6 +43,7 @@ class NewTask:
     message_id: str = ""
     digest: str = ""
     policy: JSON = field(default_factory=dict)
+    continue_from: str | None = None  # an earlier task whose plan and checkpoint this takes up
 
 
 @dataclass(frozen=True)

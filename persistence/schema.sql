@@ -28,7 +28,10 @@ CREATE TABLE tasks (
 );
 CREATE INDEX tasks_owner_status_at ON tasks (owner, status_at DESC, id DESC);
 CREATE INDEX tasks_owner_context ON tasks (owner, context_id);
-CREATE INDEX tasks_unfinished ON tasks (state) WHERE state IN ('submitted', 'working');
+CREATE INDEX tasks_unfinished ON tasks (updated_at) WHERE state IN ('submitted', 'working');
+CREATE INDEX tasks_open_by_age ON tasks (created_at)
+    WHERE state IN ('submitted', 'working', 'input_required');
+CREATE INDEX tasks_resumed ON tasks (updated_at) WHERE segment > 0 AND report IS NULL;
 
 CREATE TABLE items (
     task_id          text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,

@@ -25,6 +25,14 @@ from persistence.safe import jsonb
 from persistence.sql import q
 
 
+class CannotContinue(StoreError):
+    """The task a continuation names cannot be continued: not_found | not_ended | no_plan."""
+
+    def __init__(self, task_id: str, why: str, state: str | None) -> None:
+        super().__init__(f"task {task_id} cannot be continued: {why}")
+        self.task_id, self.why, self.state = task_id, why, state
+
+
 class TaskStore(Protocol):
     """What the A2A edge needs from storage."""
 
@@ -116,12 +124,15 @@ class PostgresTaskStore:
             "message_id": new.message_id or new.task_id,
             "digest": new.digest,
             "policy": new.policy,
+            "continue_from": new.continue_from,
         }
         async with self._read() as conn:  # autocommit: the statement is the transaction
             cur = await conn.execute(q("create_task"), {"task": jsonb(task)}, prepare=True)
             row = await cur.fetchone()
         assert row is not None and row["task"] is not None
         made = row["task"]
+        if "error" in made:
+            raise CannotContinue(new.continue_from or "", made["error"], made.get("state"))
         data = made["task"]
         task_row = _task({**data, "status_at": datetime.fromisoformat(data["status_at"])})
         if not made["repeated"]:

@@ -490,3 +490,64 @@ async def test_a_wait_survives_kill_9_and_the_run_resumes_on_the_reply(
         done.id,
     )
     assert [r[1] for r in effects] == [1, 1, 1]
+
+
+def continue_message(earlier: str, budget: dict[str, Any] | None = None) -> Message:
+    payload: dict[str, Any] = {"continue": True}
+    if budget is not None:
+        payload["budget"] = budget
+    message = data_message(payload)
+    message.reference_task_ids.append(earlier)
+    return message
+
+
+async def test_a_budget_stopped_task_continues_as_a_new_task_from_its_checkpoint(
+    start_agent: StartAgent, database_url: str, home: Path, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    stamp = f'echo "$A2A_ITEM_ID" >> {ledger}'
+    server = start_agent("serve", "pause-13")
+    items = [
+        item("a", f"{stamp}; echo a > a.txt", "test -f a.txt"),
+        item("b", f"{stamp}; sleep 3; echo b > b.txt", "test -f b.txt"),
+        item("c", f"{stamp}; echo c > c.txt", "test -f c.txt"),
+    ]
+    stopped_message = plan_with(items)
+    value = Value()
+    value.struct_value.update({"budget": {"maxWallS": 2}})
+    stopped_message.parts.append(Part(data=value, media_type="application/json"))
+    async with a2a_client(server.url) as client:
+        stopped = await wait_for(client, (await send(client, stopped_message)).id, timeout=30)
+        assert stopped.status.state == FAILED and "budget_exhausted" in str(stopped.metadata)
+        assert plan_of(stopped)["items"][0]["status"] == "done"
+        a_commit = plan_of(stopped)["items"][0]["commit"]
+
+        with pytest.raises(InvalidParamsError, match="does not exist"):
+            await send(client, continue_message("no-such-task"))
+        running = await send(client, plan_with([item("slow", "sleep 5", "true")]))
+        with pytest.raises(InvalidParamsError, match="only a task that ended"):
+            await send(client, continue_message(running.id))
+        await client.cancel_task(CancelTaskRequest(id=running.id))
+
+        first = continue_message(stopped.id)
+        continued = await send(client, first)
+        assert (await send(client, first)).id == continued.id  # a retry makes no second task
+        done = await wait_for(client, continued.id, timeout=60)
+        earlier = await wait_for(client, stopped.id, timeout=5)
+    assert done.status.state == COMPLETED, done.status.message
+    assert ledger.read_text().split() == ["a", "b", "b", "c"]  # a was not run again
+    plan = plan_of(done)["items"]
+    assert [i["status"] for i in plan] == ["done", "done", "done"]
+    assert plan[0]["commit"] == a_commit
+    assert done.metadata["continues"]["taskId"] == stopped.id
+    assert done.metadata["continues"]["checkpoint"] == a_commit
+    assert list(earlier.metadata["continuedBy"]) == [continued.id]
+    workspace = home / "workspaces" / done.id
+    log = subprocess.run(
+        ["git", "log", "--format=%H"], cwd=workspace, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert a_commit in log and git_clean(workspace)
+    assert (
+        rows(database_url, "SELECT budget ->> 'max_wall_s' FROM tasks WHERE id = %s", done.id)[0][0]
+        != "2"
+    )  # a fresh budget

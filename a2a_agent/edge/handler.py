@@ -61,7 +61,7 @@ from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.notify import TaskNotifier
 from persistence.records import TaskRow
 from persistence.replies import Reply, ReplyStore
-from persistence.tasks import TaskStore
+from persistence.tasks import CannotContinue, TaskStore
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
@@ -74,6 +74,19 @@ def _reused(message_id: str, task_id: str) -> str:
         f"messageId {message_id!r} was already used for a different message (task {task_id}); "
         "a retry must send the same message, and every new message needs its own messageId"
     )
+
+
+def _cannot_continue(exc: CannotContinue) -> str:
+    if exc.why == "not_found":
+        return (
+            f"referenceTaskIds names task {exc.task_id!r}, which does not exist (or is not yours)"
+        )
+    if exc.why == "not_ended":
+        return (
+            f"task {exc.task_id} is {exc.state}; only a task that ended (completed, failed or "
+            "canceled) can be continued: wait for it, or cancel it first"
+        )
+    return f"task {exc.task_id} has no plan to continue (it ended before planning)"
 
 
 def _owner(context: ServerCallContext) -> str:
@@ -191,6 +204,8 @@ class AgentRequestHandler(RequestHandler):
             except PlanError as exc:
                 raise InvalidParamsError(str(exc)) from exc
             submitted = await self.store.create_task(new)
+        except CannotContinue as exc:
+            raise InvalidParamsError(_cannot_continue(exc)) from exc
         except StoreUnavailable as exc:
             raise InternalError(f"{exc}; nothing was stored, send the message again") from exc
         row = submitted.row

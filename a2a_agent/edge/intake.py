@@ -20,7 +20,7 @@ from a2a_agent.plans import PlanLimits, parse_plan, parse_policy
 from a2a_agent.wire import from_wire, wire_name
 from persistence.records import NewTask
 
-DATA_KEYS = frozenset({"plan", "budget", "policy", "approval"})
+DATA_KEYS = frozenset({"plan", "budget", "policy", "approval", "continue"})
 INPUT_MODES = ("text/plain", "application/json")
 OUTPUT_MODES = ("text/plain", "application/json")
 MODEL_NOT_AVAILABLE = (
@@ -154,7 +154,7 @@ class Intake:
         """The approval a follow-up carries (None if none); what a follow-up cannot change is
         refused."""
         data = self._data(message)
-        for key in ("plan", "budget", "policy"):
+        for key in ("plan", "budget", "policy", "continue"):
             if key in data:
                 raise PlanError(
                     f"a {key} can only be set in the first message of a task; a follow-up "
@@ -162,6 +162,42 @@ class Intake:
                     "task works, adds a note for it (a text)"
                 )
         return data.get("approval")
+
+    def _continuation(
+        self,
+        *,
+        task_id: str,
+        owner: str,
+        context_id: str,
+        message: Message,
+        data: dict[str, Any],
+        policy: dict[str, Any],
+    ) -> NewTask:
+        """{"continue": true} with one task in referenceTaskIds: that task's plan, from its
+        last verified checkpoint, with a fresh budget (this message's, or the defaults)."""
+        if data["continue"] is not True:
+            raise PlanError('"continue" must be true')
+        if "plan" in data:
+            raise PlanError("a continuation takes up the earlier task's plan; send no plan")
+        refs = list(message.reference_task_ids)
+        if len(refs) != 1:
+            raise PlanError(
+                'a continuation ({"continue": true}) names exactly one earlier task in '
+                f"referenceTaskIds; this message names {len(refs)}"
+            )
+        return NewTask(
+            task_id=task_id,
+            owner=owner,
+            context_id=context_id,
+            goal="",
+            first_message=message_to_json(message),
+            items=[],
+            budget=effective_limits(data.get("budget"), self.budget_defaults, self.budget_caps),
+            message_id=message.message_id,
+            digest=message_digest(message),
+            policy=policy,
+            continue_from=refs[0],
+        )
 
     def new_task(self, task_id: str, owner: str, context_id: str, message: Message) -> NewTask:
         data = self._data(message)
@@ -171,6 +207,15 @@ class Intake:
             )
         raw_plan, raw_budget = data.get("plan"), data.get("budget")
         policy = parse_policy(data["policy"]) if "policy" in data else {}
+        if "continue" in data:
+            return self._continuation(
+                task_id=task_id,
+                owner=owner,
+                context_id=context_id,
+                message=message,
+                data=data,
+                policy=policy,
+            )
         budget = effective_limits(raw_budget, self.budget_defaults, self.budget_caps)
         message_id, digest = message.message_id, message_digest(message)
         text = "\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text")

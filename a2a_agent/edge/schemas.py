@@ -93,7 +93,7 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
     policy = {
         "type": "object",
         "additionalProperties": False,
-        "description": "Where the run stops for a person (also a DataPart {\"policy\": ...}).",
+        "description": 'Where the run stops for a person (also a DataPart {"policy": ...}).',
         "properties": {
             "reviewPlan": {
                 "type": "boolean",

@@ -122,10 +122,18 @@ class PlanHarness:
         ws = self.ctx.workspace(task_id)
         key = effect_key(task_id, "begin")
         ws.clear_stale_locks()
+        message = "Start task: plan.json and progress.md"
+        if view.checkpoint_sha is not None:
+            # A continuation: the workspace starts as the earlier task's last verified
+            # checkpoint (its bundles were copied to this task when it was submitted).
+            await self.ctx.check_workspace(view)
+            message = (
+                f"Continue from checkpoint {view.checkpoint_sha[:12]}: plan.json and progress.md"
+            )
         await ws.ensure()
         ws.ignore_build_junk()
         await self.ctx.render(view, view.items)
-        sha, bundle = await ws.commit("Start task: plan.json and progress.md", key, None)
+        sha, bundle = await ws.commit(message, key, view.checkpoint_sha)
         executor = self.ctx.config.executor_id
         record = StepRecord(
             effect_key=key,

@@ -47,3 +47,11 @@ CREATE TABLE notes (
     at         timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (task_id, seq)
 );
+
+-- The supervisor's scans stay small with many tasks waiting: runs that may be stuck, tasks
+-- past the maximum age, and segments that may need starting each have their own index.
+DROP INDEX tasks_unfinished;
+CREATE INDEX tasks_unfinished ON tasks (updated_at) WHERE state IN ('submitted', 'working');
+CREATE INDEX tasks_open_by_age ON tasks (created_at)
+    WHERE state IN ('submitted', 'working', 'input_required');
+CREATE INDEX tasks_resumed ON tasks (updated_at) WHERE segment > 0 AND report IS NULL;

@@ -7,18 +7,16 @@ ORDER BY created_at
 LIMIT 500
 
 -- name: stuck_tasks
--- Runs that finished no step for stuck_after_s, or that are older than max_age_s.
-SELECT id AS task_id,
-       CASE WHEN created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s)
-            THEN 'max_age' ELSE 'no_progress' END AS why
-FROM tasks
-WHERE (state IN ('submitted', 'working')
-       AND (updated_at < clock_timestamp() - make_interval(secs => %(stuck_after_s)s)
-            OR created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s)))
-   -- A task waiting for a person is not stuck, but the run's age counts the wait.
-   OR (state = 'input_required'
-       AND created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s))
-ORDER BY created_at
+-- Runs that finished no step for stuck_after_s, or that are older than max_age_s (a task
+-- waiting for a person is not stuck, but the run's age counts the wait).
+SELECT id AS task_id, 'no_progress' AS why FROM tasks
+WHERE state IN ('submitted', 'working')
+  AND updated_at < clock_timestamp() - make_interval(secs => %(stuck_after_s)s)
+  AND created_at >= clock_timestamp() - make_interval(secs => %(max_age_s)s)
+UNION ALL
+SELECT id AS task_id, 'max_age' AS why FROM tasks
+WHERE state IN ('submitted', 'working', 'input_required')
+  AND created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s)
 LIMIT 100
 
 -- name: expired_pauses
@@ -33,9 +31,8 @@ LIMIT 100
 -- Tasks whose wait ended (a reply, an expiry, a cancel) but whose next segment may not have
 -- been enqueued (a crash after the commit): enqueueing it again is a no-op in DBOS when it was.
 SELECT id AS task_id, segment FROM tasks
-WHERE segment > 0
+WHERE segment > 0 AND report IS NULL
   AND updated_at < clock_timestamp() - make_interval(secs => %(older_than_s)s)
-  AND (state = 'working'
-       OR (state IN ('completed', 'failed', 'canceled', 'rejected') AND report IS NULL))
+  AND state IN ('working', 'completed', 'failed', 'canceled', 'rejected')
 ORDER BY updated_at
 LIMIT 500
