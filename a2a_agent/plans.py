@@ -14,8 +14,10 @@ from persistence.records import NewItem
 
 ITEM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ITEM_KEYS = frozenset(
-    {"id", "title", "run", "verify", "max_attempts", "timeout_s", "irreversible", "ask"}
+    {"id", "title", "run", "verify", "max_attempts", "timeout_s", "irreversible", "ask", "facts"}
 )
+FACT_KEYS = frozenset({"key", "check", "max_age_s"})
+MAX_FACTS = 20
 COMMAND_KEYS = frozenset({"command", "timeout_s"})
 PLAN_KEYS = frozenset({"goal", "items", "policy"})
 POLICY_KEYS = frozenset(
@@ -119,6 +121,31 @@ def parse_policy(data: Any) -> dict[str, Any]:
     return policy
 
 
+def parse_facts(value: Any, where: str) -> list[dict[str, Any]]:
+    """The facts an item establishes: [{key, check, maxAgeS}]; the check's output is the value."""
+    if not isinstance(value, list) or len(value) > MAX_FACTS:
+        raise PlanError(f"{where} must be a list of at most {MAX_FACTS} facts")
+    facts: list[dict[str, Any]] = []
+    for n, raw in enumerate(value):
+        here = f"{where}[{n}]"
+        if not isinstance(raw, Mapping):
+            raise PlanError(f'{here} must be an object {{"key", "check", "maxAgeS"}}')
+        _unknown(raw.keys(), FACT_KEYS, here)
+        key = raw.get("key")
+        if not isinstance(key, str) or not ITEM_ID.fullmatch(key):
+            raise PlanError(f"{here}.key must be a name of letters, digits, '.', '_' or '-'")
+        facts.append(
+            {
+                "key": key,
+                "check": _command(raw.get("check"), f"{here}.check"),
+                "max_age_s": _whole_number(
+                    raw.get("max_age_s", 3600), f"{here}.maxAgeS", low=1, high=MAX_EXPIRES_S
+                ),
+            }
+        )
+    return facts
+
+
 def _unknown(keys: Any, allowed: frozenset[str], where: str) -> None:
     extra = sorted(set(keys) - allowed)
     if extra:
@@ -209,6 +236,7 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
                 timeout_s=item_timeout,
                 irreversible=irreversible,
                 ask=ask,
+                facts=parse_facts(raw["facts"], f"{where}: facts") if "facts" in raw else [],
             )
         )
     policy = parse_policy(data["policy"]) if "policy" in data else None

@@ -15,6 +15,7 @@ from a2a_agent.harness.context import HarnessConfig, StepContext
 from a2a_agent.harness.decisions import DecisionSteps
 from a2a_agent.harness.effects import Effects
 from a2a_agent.harness.endings import RunEndings
+from a2a_agent.harness.facts import FactSteps
 from a2a_agent.harness.model_work import ModelConfig, ModelWork
 from a2a_agent.harness.pauses import PauseConfig, Pauses, compile_patterns
 from a2a_agent.harness.plan_harness import PlanHarness
@@ -144,6 +145,7 @@ class Runtime:
             harness=self.harness,
             work=self.work,
             decisions=self.decisions,
+            facts=FactSteps(self.context, effects),
             replies=self.replies,
             registry=self.registry,
             system_database_url=sqlalchemy_url(conninfo),

@@ -52,6 +52,8 @@ SNAKE_NAMES = [
     "approval_request",
     "expires_at",
     "continued_by",
+    "max_age_s",
+    "checked_at",
 ]
 
 

@@ -83,6 +83,7 @@ BEGIN
                    'commit_sha', i.commit_sha, 'failures', i.failures,
                    'history', i.history, 'run_timeout_s', i.run_timeout_s,
                    'timeout_s', i.timeout_s, 'irreversible', i.irreversible, 'ask', i.ask,
+                   'facts', i.facts,
                    'elapsed_s', extract(epoch FROM clock_timestamp() - i.started_at)::float8)
                    ORDER BY i.position),
                '[]'::jsonb)
@@ -242,6 +243,8 @@ DECLARE
     v_closing boolean := coalesce((p_step ->> 'closing')::boolean, false);
     v_pause jsonb := nullif(p_step -> 'pause', 'null'::jsonb);
     v_status_data jsonb;
+    v_facts jsonb := coalesce(nullif(p_step -> 'facts', 'null'::jsonb), '[]'::jsonb);
+    v_patch jsonb := nullif(p_step -> 'metadata_patch', 'null'::jsonb);
 BEGIN
     SELECT state, transition_seq, event_seq, status_text INTO v_locked
     FROM tasks WHERE id = p_task_id FOR UPDATE;
@@ -290,13 +293,31 @@ BEGIN
             INTO v_status_data
             FROM pauses WHERE task_id = p_task_id AND id = v_pause ->> 'id';
         END IF;
+        IF jsonb_array_length(v_facts) > 0 THEN
+            -- Facts the step established or checked again: the rows, and metadata.facts.
+            INSERT INTO facts (task_id, key, value, source, check_command, max_age_s)
+            SELECT p_task_id, f ->> 'key', f ->> 'value', f ->> 'source', f ->> 'check',
+                   (f ->> 'max_age_s')::integer
+            FROM jsonb_array_elements(v_facts) AS f
+            ON CONFLICT (task_id, key) DO UPDATE
+            SET value = excluded.value, source = excluded.source,
+                check_command = excluded.check_command, max_age_s = excluded.max_age_s,
+                checked_at = clock_timestamp();
+            v_patch := coalesce(v_patch, '{}'::jsonb) || jsonb_build_object('facts', (
+                SELECT jsonb_object_agg(key, jsonb_build_object(
+                           'value', value, 'source', source, 'check', check_command,
+                           'max_age_s', max_age_s, 'checked_at', checked_at))
+                FROM facts WHERE task_id = p_task_id));
+        END IF;
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
-                           verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask)
+                           verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
+                           facts)
         SELECT p_task_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
                n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
                (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
                (n.x ->> 'timeout_s')::integer,
-               coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask'
+               coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask',
+               coalesce(n.x -> 'facts', '[]'::jsonb)
         FROM jsonb_array_elements(v_new_items) WITH ORDINALITY AS n (x, ord);
         IF v_item IS NOT NULL THEN
             UPDATE items
@@ -317,7 +338,7 @@ BEGIN
                 'max_attempts', max_attempts, 'status', status, 'attempts', attempts,
                 'evidence', evidence, 'commit_sha', commit_sha, 'failures', failures,
                 'history', history, 'run_timeout_s', run_timeout_s, 'timeout_s', timeout_s,
-                'irreversible', irreversible, 'ask', ask,
+                'irreversible', irreversible, 'ask', ask, 'facts', facts,
                 'elapsed_s', extract(epoch FROM clock_timestamp() - started_at)::float8)
             INTO v_one;
             v_changed := jsonb_build_array(v_one);
@@ -359,7 +380,7 @@ BEGIN
                 'fingerprint', p_step -> 'fingerprint',
                 'checkpoint_sha', CASE WHEN p_bundle IS NOT NULL
                                        THEN p_step -> 'checkpoint_sha' END,
-                'metadata_patch', p_step -> 'metadata_patch',
+                'metadata_patch', v_patch,
                 'status_data', v_status_data),
             v_locked.transition_seq,
             v_locked.event_seq);
@@ -499,9 +520,10 @@ BEGIN
         -- Done items stay done (their evidence, history and commit); the rest start afresh.
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                            verify_timeout_s, max_attempts, run_timeout_s, timeout_s,
-                           irreversible, ask, status, attempts, evidence, commit_sha, history)
+                           irreversible, ask, facts, status, attempts, evidence, commit_sha,
+                           history)
         SELECT v_id, position, item_id, title, run, verify_command, verify_timeout_s,
-               max_attempts, run_timeout_s, timeout_s, irreversible, ask,
+               max_attempts, run_timeout_s, timeout_s, irreversible, ask, facts,
                CASE WHEN status = 'done' THEN 'done' ELSE 'pending' END,
                CASE WHEN status = 'done' THEN attempts ELSE 0 END,
                CASE WHEN status = 'done' THEN evidence END,
@@ -514,12 +536,14 @@ BEGIN
         v_items := (SELECT jsonb_agg(1) FROM items WHERE task_id = v_id);
     END IF;
     INSERT INTO items (task_id, position, item_id, title, run, verify_command,
-                       verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask)
+                       verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
+                           facts)
     SELECT v_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
            n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
            (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
            (n.x ->> 'timeout_s')::integer,
-           coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask'
+           coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask',
+           coalesce(n.x -> 'facts', '[]'::jsonb)
     FROM jsonb_array_elements(CASE WHEN v_from IS NULL THEN v_items ELSE '[]' END)
          WITH ORDINALITY AS n (x, ord);
     IF v_rejection IS NOT NULL THEN

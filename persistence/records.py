@@ -25,6 +25,7 @@ class NewItem:
     timeout_s: int | None = None  # the whole item, all attempts; None: no limit of its own
     irreversible: bool = False  # a person approves before it runs
     ask: str | None = None  # a question item: its work is a person's answer
+    facts: list[JSON] = field(default_factory=list)  # it establishes: {key, check, max_age_s}
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class ItemRow:
     elapsed_s: float | None = None  # since its first attempt began (the database's clock)
     irreversible: bool = False
     ask: str | None = None
+    facts: list[JSON] = field(default_factory=list)
 
     def time_left_s(self) -> float | None:
         """Seconds the item may still take; None without a limit of its own."""
@@ -197,6 +199,25 @@ class Decision:
     by: str | None = None
     segment: int = 0  # the segment that asked
     item_id: str | None = None
+    details: JSON = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """What the run established: a value, where it came from, and how to check it again."""
+
+    key: str
+    value: str
+    source: str
+    check: str | None = None
+    max_age_s: int | None = None
+    age_s: float = 0.0
+
+    @property
+    def stale(self) -> bool:
+        return self.check is not None and self.max_age_s is not None and (
+            self.age_s > self.max_age_s
+        )
 
 
 @dataclass(frozen=True)
@@ -227,6 +248,7 @@ class StepRecord:
     attempt: int | None = None
     then: EffectStart | None = None
     pause: PauseRequest | None = None  # the step asks a person (the task waits)
+    facts: list[Fact] = field(default_factory=list)  # established or checked again
     # The record that closes a run ended by others (a cancel): it may add its report, final
     # entry and last checkpoint to a task that is already terminal.
     closing: bool = False
@@ -282,6 +304,7 @@ class StepView:
     segment: int = 0
     policy: JSON = field(default_factory=dict)
     decisions: dict[str, Decision] = field(default_factory=dict)  # by request id
+    facts: list[Fact] = field(default_factory=list)
 
     def item(self, item_id: str) -> ItemRow:
         for item in self.items:

@@ -21,6 +21,7 @@ from persistence.records import (
     Checkpoint,
     Decision,
     EffectRow,
+    Fact,
     ItemRow,
     StepOutcome,
     StepRecord,
@@ -82,6 +83,7 @@ def step_json(record: StepRecord) -> JSON:
         "model_call": dataclasses.asdict(record.model_call) if record.model_call else None,
         "then": dataclasses.asdict(record.then) if record.then else None,
         "pause": dataclasses.asdict(record.pause) if record.pause else None,
+        "facts": [dataclasses.asdict(f) for f in record.facts],
         "closing": record.closing,
     }
 
@@ -122,6 +124,7 @@ class PostgresRunStore:
                 pause_id: Decision(id=pause_id, **decided)
                 for pause_id, decided in (row["decisions"] or {}).items()
             },
+            facts=[Fact(**f) for f in row["facts"] or []],
         )
 
     async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome:

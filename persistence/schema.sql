@@ -54,6 +54,7 @@ CREATE TABLE items (
     started_at       timestamptz,
     irreversible     boolean NOT NULL DEFAULT false,
     ask              text,
+    facts            jsonb NOT NULL DEFAULT '[]'::jsonb,
     PRIMARY KEY (task_id, item_id),
     UNIQUE (task_id, position),
     CONSTRAINT items_status_check
@@ -193,6 +194,17 @@ CREATE TABLE notes (
     message_id text NOT NULL,
     at         timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (task_id, seq)
+);
+
+CREATE TABLE facts (
+    task_id       text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    key           text NOT NULL,
+    value         text NOT NULL,
+    source        text NOT NULL,
+    check_command text,
+    max_age_s     integer,
+    checked_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (task_id, key)
 );
 
 -- SQL functions live in functions.sql, applied after the tables on every migrate.

@@ -107,6 +107,7 @@ async def test_text_goal_is_planned_and_worked_with_tools(
         "write_file",
         "edit_file",
         "list_files",
+        "record_fact",
     }
     assert work["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert "Write hello.txt and world.txt" in texts_of(work)

@@ -551,3 +551,64 @@ async def test_a_budget_stopped_task_continues_as_a_new_task_from_its_checkpoint
         rows(database_url, "SELECT budget ->> 'max_wall_s' FROM tasks WHERE id = %s", done.id)[0][0]
         != "2"
     )  # a fresh budget
+
+
+async def test_a_fact_changed_behind_the_runs_back_is_caught_before_an_irreversible_item(
+    start_agent: StartAgent, database_url: str, tmp_path: Path
+) -> None:
+    version = tmp_path / "version"
+    version.write_text("v1\n")
+    server = start_agent("serve", "pause-14")
+    items = [
+        item(
+            "probe",
+            "true",
+            "true",
+            facts=[{"key": "version", "check": f"cat {version}", "maxAgeS": 1}],
+        ),
+        item("wait", "sleep 3", "true"),
+        item("deploy", "true", "true", irreversible=True),
+    ]
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_with(items))
+        wait_for_fact = 0
+        while not rows(database_url, "SELECT 1 FROM facts WHERE task_id = %s", task.id):
+            wait_for_fact += 1
+            assert wait_for_fact < 300, "the fact was never established"
+            await __import__("asyncio").sleep(0.05)
+        version.write_text("v2\n")  # behind the run's back
+        waiting = await wait_for(client, task.id, WAITING, timeout=30)
+        asked = request_of(waiting)
+        assert asked["kind"] == "stale_fact"
+        (changed,) = asked["details"]["facts"]
+        assert (changed["key"], changed["old"], changed["new"]) == ("version", "v1", "v2")
+        assert waiting.metadata["facts"]["version"]["value"] == "v1"
+        await send(client, approval(task.id, asked["id"], "approve", note="v2 is fine"))
+        second = await wait_for(client, task.id, WAITING, timeout=30)
+        assert request_of(second)["id"] == "irreversible.deploy"
+        await send(client, approval(task.id, "irreversible.deploy", "approve"))
+        done = await wait_for(client, task.id, timeout=30)
+    assert done.status.state == COMPLETED, done.status.message
+    assert done.metadata["facts"]["version"]["value"] == "v2"
+    assert rows(database_url, "SELECT value, source FROM facts WHERE task_id = %s", task.id) == [
+        ("v2", "item probe")
+    ]
+
+
+async def test_the_model_records_a_fact_with_a_tool(
+    start_agent: StartAgent, fake: FakeAnthropic, database_url: str
+) -> None:
+    fake.add(
+        tool_reply("record_fact", {"key": "api", "value": "v2", "check": "echo v2"}),
+        tool_reply("bash", {"command": "touch done.txt"}),
+        text_reply("done"),
+    )
+    server = start_agent("serve", "pause-15", **model_env(fake))
+    items = [{"id": "work", "title": "work", "verify": "test -f done.txt"}]
+    async with a2a_client(server.url) as client:
+        done = await wait_for(client, (await send(client, plan_with(items))).id, timeout=30)
+    assert done.status.state == COMPLETED, done.status.message
+    assert done.metadata["facts"]["api"]["value"] == "v2"
+    assert rows(
+        database_url, "SELECT value, source, check_command FROM facts WHERE task_id = %s", done.id
+    ) == [("v2", "model (item work)", "echo v2")]

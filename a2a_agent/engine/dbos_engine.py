@@ -13,6 +13,7 @@ from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.runner import PlanRunner
 from a2a_agent.engine.supervisor import Supervisor
 from a2a_agent.harness.decisions import DecisionSteps
+from a2a_agent.harness.facts import FactSteps
 from a2a_agent.harness.model_work import ModelWork
 from a2a_agent.harness.plan_harness import PlanHarness
 from a2a_agent.watched import watch
@@ -37,6 +38,7 @@ class DbosEngine:
         harness: PlanHarness,
         work: ModelWork,
         decisions: DecisionSteps,
+        facts: FactSteps,
         replies: ReplyStore,
         registry: WorkerRegistry,
         system_database_url: str,
@@ -78,7 +80,7 @@ class DbosEngine:
             }
         )
         self._harness = harness
-        self._runner = PlanRunner(harness, work, decisions, self.gate)
+        self._runner = PlanRunner(harness, work, decisions, facts, self.gate)
         self.supervisor = Supervisor(
             registry=registry,
             store=store,

@@ -18,6 +18,7 @@ from dbos import DBOS, DBOSConfiguredInstance
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.harness import prompts
 from a2a_agent.harness.decisions import DecisionSteps
+from a2a_agent.harness.facts import FactSteps
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.model_work import ModelWork
 from a2a_agent.harness.plan_harness import PlanHarness
@@ -61,11 +62,17 @@ class ItemRestart(Exception):
 @DBOS.dbos_class()
 class PlanRunner(DBOSConfiguredInstance):
     def __init__(
-        self, harness: PlanHarness, work: ModelWork, decisions: DecisionSteps, gate: StepGate
+        self,
+        harness: PlanHarness,
+        work: ModelWork,
+        decisions: DecisionSteps,
+        facts: FactSteps,
+        gate: StepGate,
     ) -> None:
         self.harness = harness
         self.work = work
         self.decisions = decisions
+        self.facts = facts
         self.gate = gate
         super().__init__("plan-runner")
 
@@ -118,6 +125,10 @@ class PlanRunner(DBOSConfiguredInstance):
     @DBOS.step(**OUTAGE_RETRY)
     async def ask_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
         return await self._gated(self.decisions.ask_item(task_id, item_id, attempt))
+
+    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
+    async def establish_facts(self, task_id: str, item_id: str, attempt: int) -> JSON:
+        return await self._gated(self.facts.establish(task_id, item_id, attempt))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def review_plan(self, task_id: str) -> JSON:
@@ -288,6 +299,8 @@ class PlanRunner(DBOSConfiguredInstance):
                 continue
             if verified.outcome == "ok":
                 return "skipped"  # out of attempts; the policy skips it
+            if verified.outcome == "done" and item.get("facts"):
+                await self._step(self.establish_facts(task_id, item_id, verified.attempt))
             return verified.outcome
 
     async def _model_turn(self, task_id: str, item_id: str, attempt: int) -> None:

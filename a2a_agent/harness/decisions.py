@@ -16,7 +16,15 @@ from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.pauses import Pauses
 from a2a_agent.harness.plan_harness import verify_start
 from a2a_agent.harness.results import StepResult
-from persistence.records import Decision, ItemChange, ItemRow, StepRecord, StepView, Transition
+from persistence.records import (
+    Decision,
+    Fact,
+    ItemChange,
+    ItemRow,
+    StepRecord,
+    StepView,
+    Transition,
+)
 
 ANSWERS_DIR = "answers"
 
@@ -102,6 +110,8 @@ class DecisionSteps:
         if choice in ("approve", "retry", "answer"):
             if kind == "repeated_failure" and item is not None:
                 return await self._retry(view, item, decided, why)
+            if kind == "stale_fact":
+                return await self._accept_facts(view, decided, why)
             return StepResult.ok()
         if choice == "skip" and item is not None:
             return await self._skip(view, item, decided, why)
@@ -112,6 +122,33 @@ class DecisionSteps:
         ):
             return StepResult.ok()  # a tool call: the model is told it was refused
         return await self._stop(view, f"stopped at {kind.replace('_', ' ')} {why}")
+
+    async def _accept_facts(self, view: StepView, decided: Decision, why: str) -> StepResult:
+        """A person accepted the facts' new values: they are the facts now."""
+        changed = decided.details.get("facts") or []
+        record = StepRecord(
+            effect_key=effect_key(view.task_id, f"decide.{decided.id}"),
+            step="decide",
+            result={"decision": decided.decision},
+            facts=[
+                Fact(
+                    key=str(c["key"]),
+                    value=str(c["new"]),
+                    source=str(c.get("source") or "checked again"),
+                    check=c.get("check"),
+                    max_age_s=c.get("max_age_s"),
+                )
+                for c in changed
+            ],
+            transitions=[
+                Transition(
+                    from_state=view.state,
+                    to_state=view.state,
+                    reason=f"new fact values accepted: {why}",
+                )
+            ],
+        )
+        return await self.ctx.advance(view, record)
 
     async def _stop(self, view: StepView, reason: str) -> StepResult:
         await self.endings.fail(view, reason)

@@ -28,11 +28,19 @@ from typing import Literal, Protocol
 from a2a_agent.budget import BudgetStop, Spend
 from a2a_agent.harness.context import StepContext, ended_by_others
 from a2a_agent.harness.endings import RunEndings
+from a2a_agent.harness.fact_checks import as_fact, run_checks
 from a2a_agent.harness.files import overwrite
 from a2a_agent.harness.pauses import Pauses, decided_to_go_on
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.errors import StoreUnavailable
-from persistence.records import TERMINAL_STATES, Decision, StepRecord, StepView, Transition
+from persistence.records import (
+    TERMINAL_STATES,
+    Decision,
+    Fact,
+    StepRecord,
+    StepView,
+    Transition,
+)
 
 Integrity = Literal["tree", "checkpoint", "none"]
 ENDED_POLL_S = 5.0  # how often a running effect looks whether its task ended, unwoken
@@ -153,6 +161,12 @@ class Effects:
                 action=effect.action,
                 spends=effect.spend != Spend(),
             )
+            if asked is not None and asked.kind == "irreversible_action":
+                stale = [fact for fact in view.facts if fact.stale]
+                if stale:
+                    changed = await self._recheck(view, effect, stale)
+                    if changed is not None:
+                        return changed
             decided = view.decisions.get(asked.id) if asked is not None else None
             if asked is not None and decided is None:
                 return await self.pauses.ask(view, asked, effect.attempt or 0)
@@ -188,6 +202,72 @@ class Effects:
         if ended_by_others(concluded.record, outcome):
             return StepResult("stopped", effect.attempt or 0)
         return concluded.result
+
+    async def _recheck(
+        self, view: StepView, effect: Effect, stale: list[Fact]
+    ) -> StepResult | None:
+        """Check stale facts again before an irreversible effect: None if none changed (their
+        times are renewed); else the run waits for a person (`stale_fact`)."""
+        key = f"{effect.key}:recheck.s{view.segment}"
+        checks = [
+            {"key": f.key, "check": f.check, "max_age_s": f.max_age_s, "source": f.source}
+            for f in stale
+        ]
+        found = await run_checks(
+            self.ctx,
+            view.task_id,
+            effect.item_id or "",
+            effect.attempt or 0,
+            key=key,
+            checks=checks,
+        )
+        old = {f.key: f for f in stale}
+        changed = [
+            c for c in found if c["exit_code"] != 0 or c["value"] != old[str(c["key"])].value
+        ]
+        if not changed:
+            record = StepRecord(
+                effect_key=key,
+                step="recheck",
+                result={"checks": found},
+                facts=[as_fact(c, str(c["source"])) for c in found],
+            )
+            await self.ctx.record(view, record, fingerprint=False)
+            return None
+        step = effect.key.rsplit(":", 1)[-1]
+        scope = f"{effect.item_id}.{effect.attempt}.{step}" if effect.item_id else step
+        shown = [
+            {
+                "key": c["key"],
+                "old": old[str(c["key"])].value,
+                "new": c["value"],
+                "exit_code": c["exit_code"],
+                "check": c["check"],
+                "source": c["source"],
+                "max_age_s": c["max_age_s"],
+            }
+            for c in changed
+        ]
+        what = "; ".join(
+            f"`{c['key']}` was {c['old'][:80]!r}, now "
+            + (
+                f"{c['new'][:80]!r}"
+                if c["exit_code"] == 0
+                else f"its check fails ({c['exit_code']})"
+            )
+            for c in shown
+        )
+        request = self.pauses.request(
+            view,
+            pause_id=f"stale.{scope}.s{view.segment}",
+            kind="stale_fact",
+            summary=f"Before an irreversible step, facts changed: {what}. Approve to go on "
+            "with the new values, or reject to stop.",
+            details={"facts": shown},
+            item_id=effect.item_id,
+            attempt=effect.attempt,
+        )
+        return await self.pauses.ask(view, request, effect.attempt or 0)
 
     async def _ended(self, task_id: str) -> bool:
         try:

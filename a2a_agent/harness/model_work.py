@@ -28,6 +28,7 @@ from persistence.records import (
     Charge,
     Decision,
     EffectStart,
+    Fact,
     ModelCall,
     StepRecord,
     StepView,
@@ -278,7 +279,19 @@ class ModelWork:
 
         async def conclude(value: JSON, runs: int) -> Concluded:
             then = tool_start(task_id, item_id, attempt, turn, n + 1) if n + 1 < uses else None
+            facts = []
+            if name == "record_fact" and not value.get("is_error"):
+                facts = [
+                    Fact(
+                        key=str(tool_input["key"]),
+                        value=str(tool_input["value"]),
+                        source=f"model (item {item_id})",
+                        check=tool_input.get("check"),
+                        max_age_s=tool_input.get("max_age_s"),
+                    )
+                ]
             record = StepRecord(
+                facts=facts,
                 effect_key=key,
                 step="tool",
                 result=value,

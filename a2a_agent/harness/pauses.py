@@ -13,6 +13,7 @@ Where a run pauses (`kind`):
     repeated_failure     an item used all its attempts (policy on_item_failure: ask)
     plan_review          a drafted plan, before any work (policy review_plan)
     question             a plan item that asks a person (`ask`)
+    stale_fact           before an irreversible action, a fact checked again has changed
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ OPTIONS: dict[str, list[str]] = {
     "repeated_failure": ["retry", "skip", "stop"],
     "plan_review": ["approve", "reject"],
     "question": ["answer", "reject"],
+    "stale_fact": ["approve", "reject"],
 }
 GOING_ON = frozenset({"approve", "retry", "answer"})
 ON_ITEM_FAILURE = ("stop", "ask", "skip")

@@ -112,6 +112,7 @@ class PlanHarness:
                 "attempts": i.attempts,
                 "run": i.run is not None,
                 "ask": i.ask is not None,
+                "facts": bool(i.facts),
             }
             for i in view.items
         ]

@@ -7,6 +7,7 @@ returns text (capped) and whether it failed; the harness records both as the ste
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from a2a_agent.harness.commands import run_command
 from a2a_agent.model.types import ToolSpec
 
 MAX_READ_BYTES = 200_000
+FACT_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_LIST_ENTRIES = 2000
 
 TOOL_SPECS = [
@@ -68,6 +70,22 @@ TOOL_SPECS = [
         "list_files",
         "List the files of the workspace (or of a directory in it).",
         {"type": "object", "properties": {"path": {"type": "string"}}},
+    ),
+    ToolSpec(
+        "record_fact",
+        "Record a fact the rest of the run relies on (a version, an endpoint, a count). Give "
+        "a shell command that prints its current value, and how old it may get: before any "
+        "irreversible step the harness checks it again and asks a person if it changed.",
+        {
+            "type": "object",
+            "properties": {
+                "key": {"type": "string"},
+                "value": {"type": "string"},
+                "check": {"type": "string", "description": "prints the value when run"},
+                "max_age_s": {"type": "integer", "minimum": 1},
+            },
+            "required": ["key", "value"],
+        },
     ),
 ]
 TOOL_NAMES = frozenset(t.name for t in TOOL_SPECS)
@@ -164,6 +182,17 @@ class WorkspaceTools:
                 )
             path.write_text(text.replace(old, new, 1))
             return ToolOutcome(f"edited {args['path']}")
+        if name == "record_fact":
+            key, value = self._text(args.get("key"), "key"), self._text(args.get("value"), "value")
+            if not FACT_KEY.fullmatch(key):
+                raise ToolInputError("key must be letters, digits, '.', '_' or '-' (at most 64)")
+            check = args.get("check")
+            if check is not None:
+                self._text(check, "check")
+            age = args.get("max_age_s")
+            if age is not None and (isinstance(age, bool) or not isinstance(age, int) or age < 1):
+                raise ToolInputError("max_age_s must be a whole number of seconds, 1 or more")
+            return ToolOutcome(f"recorded fact {key} = {value[:200]!r}")
         if name == "list_files":
             base = self._path(args.get("path") or ".", must_exist=True)
             entries: list[str] = []

@@ -9,8 +9,13 @@ SELECT t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
        (SELECT jsonb_object_agg(p.id, jsonb_build_object(
                    'kind', p.kind, 'decision', p.decision, 'note', p.note,
                    'how', p.decided_how, 'by', p.decided_by, 'segment', p.segment,
-                   'item_id', p.item_id))
+                   'item_id', p.item_id, 'details', p.details))
         FROM pauses p WHERE p.task_id = t.id AND p.decision IS NOT NULL) AS decisions,
+       (SELECT jsonb_agg(jsonb_build_object(
+                   'key', f.key, 'value', f.value, 'source', f.source, 'check', f.check_command,
+                   'max_age_s', f.max_age_s,
+                   'age_s', extract(epoch FROM clock_timestamp() - f.checked_at)::float8))
+        FROM facts f WHERE f.task_id = t.id) AS facts,
        (SELECT jsonb_build_object('key', e.key, 'status', e.status, 'runs', e.runs,
                                   'result', e.result)
         FROM effects e WHERE e.key = %(key)s::text) AS effect,
