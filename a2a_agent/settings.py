@@ -26,7 +26,8 @@ from a2a_agent.model import DEFAULT_MODEL
 
 # Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
 # cannot express; every in-flight run is recovered only by a process with the same version.
-APPLICATION_VERSION = "a2a-agent-2"  # 2: typed step results (issue 8)
+# 2: typed step results (issue 8); 3: workflow segments and the steps around pauses (issue 10).
+APPLICATION_VERSION = "a2a-agent-3"
 
 # Shipped in the package (a copy of the repository's agent_card.json); A2A_AGENT_CARD overrides.
 PACKAGED_CARD = Path(str(resources.files("a2a_agent").joinpath("agent_card.json")))

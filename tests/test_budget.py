@@ -113,8 +113,10 @@ async def test_usd_limit_stops_before_the_call_that_would_cross_it(
     assert spent["reservations"] == 0
     assert spent["calls"] == fake.request_count and fake.remaining > 0
     assert spent["usd"] <= 4.0  # never over: the crossing call was not made
-    per_call = spent["usd"] / spent["calls"]
-    assert spent["usd"] + per_call > 4.0  # and one more would have crossed
+    # And the call that was not made would have crossed: its reservation (input and every
+    # output token it may write) on top of what was used.
+    failure = failure_of(done)
+    assert failure["used"] + failure["reserved"] > 4.0 and failure["reserved"] > 0
     used = budget_of(done)["usd"]
     assert used["limit"] == 4.0 and abs(used["used"] - spent["usd"]) < 1e-6
     assert report_of(done)["budget"]["usd"]["used"] == used["used"]
