@@ -312,7 +312,8 @@ BEGIN
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                            verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
                            facts)
-        SELECT p_task_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
+        SELECT p_task_id, coalesce((n.x ->> 'position')::integer, n.ord - 1),
+               n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
                n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
                (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
                (n.x ->> 'timeout_s')::integer,

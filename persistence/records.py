@@ -215,8 +215,8 @@ class Fact:
 
     @property
     def stale(self) -> bool:
-        return self.check is not None and self.max_age_s is not None and (
-            self.age_s > self.max_age_s
+        return (
+            self.check is not None and self.max_age_s is not None and (self.age_s > self.max_age_s)
         )
 
 
@@ -249,6 +249,7 @@ class StepRecord:
     then: EffectStart | None = None
     pause: PauseRequest | None = None  # the step asks a person (the task waits)
     facts: list[Fact] = field(default_factory=list)  # established or checked again
+    first_position: int = 0  # where new_items go in the plan (after the items there are)
     # The record that closes a run ended by others (a cancel): it may add its report, final
     # entry and last checkpoint to a task that is already terminal.
     closing: bool = False

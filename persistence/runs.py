@@ -77,7 +77,9 @@ def step_json(record: StepRecord) -> JSON:
         "report": record.report,
         "fingerprint": record.fingerprint,
         "checkpoint_sha": record.checkpoint.sha if record.checkpoint else None,
-        "new_items": [item_json(n, i) for n, i in enumerate(record.new_items)],
+        "new_items": [
+            item_json(record.first_position + n, i) for n, i in enumerate(record.new_items)
+        ],
         "charge": dataclasses.asdict(record.charge) if record.charge else None,
         "metadata_patch": record.metadata_patch,
         "model_call": dataclasses.asdict(record.model_call) if record.model_call else None,

@@ -108,6 +108,8 @@ async def test_text_goal_is_planned_and_worked_with_tools(
         "edit_file",
         "list_files",
         "record_fact",
+        "ask_person",
+        "propose_plan_change",
     }
     assert work["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert "Write hello.txt and world.txt" in texts_of(work)

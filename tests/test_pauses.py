@@ -612,3 +612,69 @@ async def test_the_model_records_a_fact_with_a_tool(
     assert rows(
         database_url, "SELECT value, source, check_command FROM facts WHERE task_id = %s", done.id
     ) == [("v2", "model (item work)", "echo v2")]
+
+
+async def test_the_model_asks_a_person_through_a_tool(
+    start_agent: StartAgent, fake: FakeAnthropic
+) -> None:
+    fake.add(
+        tool_reply("ask_person", {"question": "Which port should it listen on?"}),
+        tool_reply("bash", {"command": "echo 8080 > port.txt"}),
+        text_reply("wrote port.txt"),
+    )
+    server = start_agent("serve", "pause-16", **model_env(fake))
+    items = [{"id": "work", "title": "Pick the port", "verify": "grep -q 8080 port.txt"}]
+    async with a2a_client(server.url) as client:
+        waiting = await send_waiting(client, plan_with(items))
+        asked = request_of(waiting)
+        assert asked["kind"] == "question" and asked["id"] == "ask.work.1.tool.0.0"
+        assert "Which port" in asked["summary"]
+        assert fake.request_count == 1
+        await send(client, text_to(waiting.id, "8080, as in production"))
+        done = await wait_for(client, waiting.id, timeout=30)
+    assert done.status.state == COMPLETED, done.status.message
+    assert fake.request_count == 3  # the asking call was not made again
+    assert "The person answered: 8080, as in production" in str(fake.requests[1]["messages"][-1])
+
+
+async def test_a_plan_change_the_model_proposes_waits_for_approval(
+    start_agent: StartAgent, fake: FakeAnthropic, database_url: str
+) -> None:
+    extra = {
+        "id": "extra",
+        "title": "Extra",
+        "run": "touch extra.txt",
+        "verify": "test -f extra.txt",
+    }
+    fake.add(
+        tool_reply("propose_plan_change", {"remove": ["first"], "reason": "not needed"}),
+        tool_reply(
+            "propose_plan_change",
+            {"add": [extra], "remove": ["later"], "reason": "later is covered by extra"},
+        ),
+        tool_reply("bash", {"command": "touch work.txt"}),
+        text_reply("work.txt is there"),
+    )
+    server = start_agent("serve", "pause-17", **model_env(fake))
+    items = [
+        item("first", "true", "true"),
+        {"id": "work", "title": "work", "verify": "test -f work.txt"},
+        item("later", "true", "true"),
+    ]
+    async with a2a_client(server.url) as client:
+        waiting = await send_waiting(client, plan_with(items))
+        asked = request_of(waiting)
+        assert asked["kind"] == "plan_change" and asked["options"] == ["approve", "reject"]
+        assert asked["details"]["remove"] == ["later"]
+        assert [i["id"] for i in plan_of(waiting)["items"]] == ["first", "work", "later"]
+        # Removing a done item was refused to the model itself, without asking anyone.
+        assert "done items are never removed" in str(fake.requests[1]["messages"][-1])
+        await send(client, approval(waiting.id, asked["id"], "approve", note="fine"))
+        done = await wait_for(client, waiting.id, timeout=30)
+    assert done.status.state == COMPLETED, done.status.message
+    plan = {i["id"]: i["status"] for i in plan_of(done)["items"]}
+    assert plan == {"first": "done", "work": "done", "later": "skipped", "extra": "done"}
+    assert "Approved: the plan changed as proposed." in str(fake.requests[2]["messages"][-1])
+    assert rows(
+        database_url, "SELECT kind, decision, note FROM pauses WHERE task_id = %s", done.id
+    ) == [("plan_change", "approve", "fine")]

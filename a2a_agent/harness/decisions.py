@@ -21,6 +21,7 @@ from persistence.records import (
     Fact,
     ItemChange,
     ItemRow,
+    NewItem,
     StepRecord,
     StepView,
     Transition,
@@ -101,6 +102,12 @@ class DecisionSteps:
             f": {decided.note}" if decided.note else ""
         )
         item = view.item(decided.item_id) if decided.item_id else None
+        if decided.id.startswith(("ask.", "change.")) and kind != "plan_change":
+            return StepResult.ok()  # the model's question: its tool call reads the answer
+        if kind == "plan_change":
+            if choice == "approve":
+                return await self._change_plan(view, decided, why)
+            return StepResult.ok()  # the model is told the plan is unchanged
         if kind == "question" and item is not None:
             if choice == "answer":
                 return await self._answered(view, item, decided)
@@ -149,6 +156,52 @@ class DecisionSteps:
             ],
         )
         return await self.ctx.advance(view, record)
+
+    async def _change_plan(self, view: StepView, decided: Decision, why: str) -> StepResult:
+        """An approved plan change: new items after the last, removed items skipped."""
+        added = [NewItem(**raw) for raw in decided.details.get("add") or []]
+        removed = [str(r) for r in decided.details.get("remove") or []]
+        key = effect_key(view.task_id, f"decide.{decided.id}")
+        what = ", ".join(i.item_id for i in added) or "none"
+        record = StepRecord(
+            effect_key=key,
+            step="decide",
+            result={"decision": decided.decision},
+            new_items=added,
+            first_position=max((i.position for i in view.items), default=-1) + 1,
+            transitions=[
+                Transition(
+                    from_state=view.state,
+                    to_state=view.state,
+                    reason=f"plan changed ({why}): added {what}; "
+                    f"removed {', '.join(removed) or 'none'}",
+                )
+            ],
+        )
+        result = await self.ctx.advance(view, record)
+        for item_id in removed:
+            current = await self.ctx.view(view.task_id)
+            item = current.item(item_id)
+            if item.status in ("done", "skipped"):
+                continue
+            change = ItemChange(item_id=item_id, status="skipped", attempts=item.attempts)
+            removal = StepRecord(
+                effect_key=f"{key}.remove.{item_id}",
+                step="decide",
+                result={"removed": item_id},
+                item=change,
+                transitions=[
+                    Transition(
+                        item_id=item_id,
+                        attempt=item.attempts,
+                        from_state=item.status,
+                        to_state="skipped",
+                        reason=f"removed from the plan: {why}",
+                    )
+                ],
+            )
+            result = await self.ctx.advance(current, removal)
+        return result
 
     async def _stop(self, view: StepView, reason: str) -> StepResult:
         await self.endings.fail(view, reason)

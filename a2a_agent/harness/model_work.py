@@ -14,13 +14,14 @@ from typing import Any
 from a2a_agent.budget import Spend
 from a2a_agent.errors import ModelError, PlanError
 from a2a_agent.harness import prompts
+from a2a_agent.harness.asking import AskingTools
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.plan_harness import recorded, to_verification, within_item
 from a2a_agent.harness.results import JSON, StepResult
-from a2a_agent.harness.tools import TOOL_SPECS, WorkspaceTools
+from a2a_agent.harness.tools import ASKING_SPECS, ASKING_TOOLS, TOOL_SPECS, WorkspaceTools
 from a2a_agent.model import Model
 from a2a_agent.model.types import ModelRequest, ModelResponse
 from a2a_agent.plans import PlanLimits, parse_plan
@@ -63,6 +64,7 @@ class ModelWork:
         self.effects = effects
         self.model = model
         self.config = config
+        self.asking = AskingTools(ctx, effects.pauses, config.plan_limits)
 
     def _model(self) -> Model:
         if self.model is None:
@@ -210,7 +212,7 @@ class ModelWork:
         request = ModelRequest(
             system=prompts.WORKER_SYSTEM,
             messages=messages,
-            tools=TOOL_SPECS,
+            tools=[*TOOL_SPECS, *ASKING_SPECS],
             max_tokens=self.config.max_tokens,
         )
         return StepResult.ok(
@@ -242,6 +244,11 @@ class ModelWork:
         bash_timeout = within_item(item, self.config.bash_timeout_s)
         if bash_timeout is None and not recorded(view):
             return await self.effects.endings.out_of_time(view, item, attempt)
+        if name in ASKING_TOOLS and not recorded(view):
+            then = tool_start(task_id, item_id, attempt, turn, n + 1) if n + 1 < uses else None
+            return await self.asking.call(
+                view, key=key, item_id=item_id, attempt=attempt, tool_use=tool_use, then=then
+            )
         tool_input = tool_use.get("input") or {}
         command = tool_input.get("command") if name == "bash" else None
 

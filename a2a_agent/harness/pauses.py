@@ -37,6 +37,7 @@ OPTIONS: dict[str, list[str]] = {
     "plan_review": ["approve", "reject"],
     "question": ["answer", "reject"],
     "stale_fact": ["approve", "reject"],
+    "plan_change": ["approve", "reject"],
 }
 GOING_ON = frozenset({"approve", "retry", "answer"})
 ON_ITEM_FAILURE = ("stop", "ask", "skip")

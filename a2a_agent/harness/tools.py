@@ -88,7 +88,37 @@ TOOL_SPECS = [
         },
     ),
 ]
-TOOL_NAMES = frozenset(t.name for t in TOOL_SPECS)
+# Tools that ask a person: the harness pauses the run on them (model_work.py), they never
+# reach WorkspaceTools.
+ASKING_SPECS = [
+    ToolSpec(
+        "ask_person",
+        "Ask the people you work for a question you cannot answer from the workspace. The run "
+        "waits for the answer, which comes back as this tool's result.",
+        {
+            "type": "object",
+            "properties": {"question": {"type": "string"}},
+            "required": ["question"],
+        },
+    ),
+    ToolSpec(
+        "propose_plan_change",
+        "Propose adding items to the plan (each with id, title, verify and optionally run) or "
+        "removing items not done yet. Nothing changes until a person approves; the result says "
+        "what they decided.",
+        {
+            "type": "object",
+            "properties": {
+                "add": {"type": "array", "items": {"type": "object"}},
+                "remove": {"type": "array", "items": {"type": "string"}},
+                "reason": {"type": "string"},
+            },
+            "required": ["reason"],
+        },
+    ),
+]
+ASKING_TOOLS = frozenset(t.name for t in ASKING_SPECS)
+TOOL_NAMES = frozenset(t.name for t in TOOL_SPECS) | ASKING_TOOLS
 
 
 @dataclass(frozen=True)
