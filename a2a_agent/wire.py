@@ -54,6 +54,9 @@ SNAKE_NAMES = [
     "continued_by",
     "max_age_s",
     "checked_at",
+    "decided_by",
+    "decided_at",
+    "requested_at",
 ]
 
 

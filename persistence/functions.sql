@@ -130,6 +130,9 @@ BEGIN
             segment = segment + 1
         WHERE id = p_task_id;
     END IF;
+    -- A request asked or decided shows in the plan artifact (its `decisions`).
+    v_items_changed := v_items_changed
+        OR (v_state IS NOT NULL AND 'input_required' IN (v_state, v_was));
     FOR v_transition IN
         SELECT value FROM jsonb_array_elements(coalesce(p_change -> 'transitions', '[]'::jsonb))
     LOOP
@@ -187,7 +190,19 @@ BEGIN
                        'evidence', i.evidence, 'commit', i.commit_sha,
                        'irreversible', i.irreversible, 'ask', i.ask,
                        'history', i.history) ORDER BY i.position)
-                       FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb)) AS plan,
+                       FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb),
+                   'decisions', (
+                       SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                  'id', p.id, 'kind', p.kind, 'item', p.item_id,
+                                  'summary', p.summary, 'options', p.options,
+                                  'status', CASE WHEN p.decision IS NULL THEN 'pending'
+                                                 ELSE 'decided' END,
+                                  'decision', p.decision, 'note', p.note,
+                                  'decided_by', p.decided_by, 'how', p.decided_how,
+                                  'requested_at', p.requested_at, 'decided_at', p.decided_at,
+                                  'expires_at', p.expires_at) ORDER BY p.requested_at),
+                              '[]'::jsonb)
+                       FROM pauses p WHERE p.task_id = p_task_id)) AS plan,
                jsonb_build_object(
                    'items_total', count(i.item_id),
                    'items_done', count(*) FILTER (WHERE i.status = 'done'),

@@ -119,6 +119,8 @@ async def test_irreversible_item_waits_then_runs_once_under_its_own_key(
         assert asked["options"] == ["approve", "skip", "reject"]
         assert asked["expiresAt"] and asked["summary"]
         assert "Waiting for a person" in waiting.status.message.parts[0].text
+        (pending,) = plan_of(waiting)["decisions"]
+        assert (pending["id"], pending["status"]) == ("irreversible.deploy", "pending")
         # Nothing of the item ran while it waited; the item before it did.
         assert ledger_runs(ledger) == Counter({f"{waiting.id}:a:1:run": 1})
 
@@ -133,6 +135,14 @@ async def test_irreversible_item_waits_then_runs_once_under_its_own_key(
             await send(client, approval(waiting.id, "irreversible.deploy", "approve"))
         done = await wait_for(client, waiting.id, timeout=60)
         assert done.status.state == COMPLETED, done.status.message
+        (past,) = plan_of(done)["decisions"]
+        assert (past["status"], past["decision"], past["note"], past["how"]) == (
+            "decided",
+            "approve",
+            "go ahead",
+            "reply",
+        )
+        assert past["decidedAt"] and past["options"] == ["approve", "skip", "reject"]
         with pytest.raises(InvalidParamsError, match="already decided"):
             await send(client, approval(waiting.id, "irreversible.deploy", "reject"))
 
