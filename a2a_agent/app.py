@@ -36,6 +36,10 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
             model_available=runtime.model is not None,
             budget_defaults=settings.budget_defaults,
             budget_caps=settings.budget_caps,
+            policy_defaults={
+                "on_item_failure": settings.on_item_failure,
+                "budget_pause": settings.budget_pause,
+            },
             smallest_call=SmallestCall(
                 model=settings.model,
                 output_tokens=min(settings.model_min_tokens, settings.model_max_tokens),

@@ -23,6 +23,7 @@ from a2a_agent.budget import (
 from a2a_agent.errors import ConfigError, PlanError
 from a2a_agent.harness.pauses import DEFAULT_IRREVERSIBLE
 from a2a_agent.model import DEFAULT_MODEL
+from a2a_agent.plans import ON_ITEM_FAILURE
 
 # Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
 # cannot express; every in-flight run is recovered only by a process with the same version.
@@ -140,6 +141,8 @@ class Settings:
     prices: Mapping[str, Prices] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     budget_pause_pct: int = 80
     approval_expires_s: float = 7 * 24 * 3600.0
+    on_item_failure: str = "ask"
+    budget_pause: bool = True
     irreversible_patterns: tuple[str, ...] = DEFAULT_IRREVERSIBLE
     fault_file: Path | None = None
     http: str = "httptools"
@@ -203,6 +206,8 @@ class Settings:
             prices=parse_prices(env.get("A2A_AGENT_PRICES")),
             budget_pause_pct=_int(env, "A2A_AGENT_BUDGET_PAUSE_PCT", 80, minimum=51),
             approval_expires_s=_float(env, "A2A_AGENT_APPROVAL_EXPIRES_S", 7 * 24 * 3600.0),
+            on_item_failure=_choice(env, "A2A_AGENT_ON_ITEM_FAILURE", ON_ITEM_FAILURE, "ask"),
+            budget_pause=_choice(env, "A2A_AGENT_BUDGET_PAUSE", ("on", "off"), "on") == "on",
             irreversible_patterns=_patterns(env, "A2A_AGENT_IRREVERSIBLE"),
             fault_file=Path(env["A2A_AGENT_FAULT_FILE"])
             if env.get("A2A_AGENT_FAULT_FILE")

@@ -642,8 +642,7 @@ BEGIN
         p_task_id,
         jsonb_build_object(
             'transitions', jsonb_build_array(jsonb_build_object(
-                'item_id', v_pause.item_id, 'from_state', 'input_required',
-                'to_state', 'working',
+                'from_state', 'input_required', 'to_state', 'working',
                 'reason', format('%s `%s`: %s by %s%s', replace(v_pause.kind, '_', ' '),
                                  v_pause.id, v_decision,
                                  CASE WHEN v_how = 'expired'

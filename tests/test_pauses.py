@@ -688,3 +688,27 @@ async def test_a_plan_change_the_model_proposes_waits_for_approval(
     assert rows(
         database_url, "SELECT kind, decision, note FROM pauses WHERE task_id = %s", done.id
     ) == [("plan_change", "approve", "fine")]
+
+
+async def test_by_default_a_failed_item_asks_and_the_card_says_so(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    # The shipped defaults (the test processes otherwise run with the old ones).
+    server = start_agent(
+        "serve", "pause-18", A2A_AGENT_ON_ITEM_FAILURE="", A2A_AGENT_BUDGET_PAUSE=""
+    )
+    card = __import__("httpx").get(f"{server.url}/.well-known/agent-card.json").json()
+    (extension,) = card["capabilities"]["extensions"]
+    defaults = extension["params"]["policyDefaults"]
+    assert defaults["onItemFailure"] == "ask" and defaults["budgetPause"] is True
+    async with a2a_client(server.url) as client:
+        waiting = await send_waiting(
+            client, plan_with([item("x", "true", "false", max_attempts=1)])
+        )
+        assert request_of(waiting)["kind"] == "repeated_failure"
+        await send(client, text_to(waiting.id, "stop: enough"))
+        done = await wait_for(client, waiting.id, timeout=30)
+    assert done.status.state == FAILED
+    assert rows(database_url, "SELECT policy FROM tasks WHERE id = %s", done.id) == [
+        ({"on_item_failure": "ask", "budget_pause": True},)
+    ]

@@ -75,6 +75,13 @@ def load_card(
             },
             "budgetDefaults": to_wire(dict(settings.budget_defaults)),
             "budgetCaps": to_wire(dict(settings.budget_caps)),
+            "policyDefaults": {
+                "onItemFailure": settings.on_item_failure,
+                "budgetPause": settings.budget_pause,
+                "budgetPausePct": settings.budget_pause_pct,
+                "approvalExpiresS": settings.approval_expires_s,
+                "onExpiry": "reject",
+            },
             "keys": "camelCase in every data part and in metadata; plan and budget input may "
             "also use snake_case",
         }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from a2a.helpers.proto_helpers import get_data_parts
@@ -94,6 +94,8 @@ class Intake:
     budget_defaults: Mapping[str, Any]
     budget_caps: Mapping[str, Any]
     smallest_call: SmallestCall | None = None
+    # The server's policy for tasks that do not say (a continuation keeps its earlier task's).
+    policy_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def check_message(self, request: SendMessageRequest) -> None:
         message = request.message
@@ -228,7 +230,7 @@ class Intake:
                 planning += len(prompts.PLANNER_SYSTEM) // 4
                 self.smallest_call.refuse_if_too_small(budget, planning)
             return NewTask(
-                policy=policy,
+                policy={**self.policy_defaults, **policy},
                 task_id=task_id,
                 owner=owner,
                 context_id=context_id,
@@ -241,8 +243,7 @@ class Intake:
                 digest=digest,
             )
         plan = parse_plan(raw_plan, self.limits)
-        if plan.policy is not None:
-            policy = {**policy, **plan.policy}
+        policy = {**self.policy_defaults, **policy, **(plan.policy or {})}
         needing_model = plan.items_needing_model
         rejection = None
         if needing_model and not self.model_available:

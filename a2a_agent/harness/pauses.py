@@ -115,7 +115,6 @@ class Pauses:
         return Transition(
             to_state="input_required",
             from_state="working",
-            attempt=request.attempt,
             reason=f"asks ({request.kind.replace('_', ' ')} `{request.id}`): "
             f"{request.summary} [{' | '.join(request.options)}]",
         )

@@ -54,6 +54,10 @@ class AgentProcess:
             "A2A_AGENT_EXECUTOR_ID": executor_id,
             "A2A_AGENT_QUEUE_POLL_S": "0.1",
             "A2A_AGENT_RECONCILE_INTERVAL_S": "2",
+            # Tests of other behaviour expect a failed item or a spent budget to end the run;
+            # tests of pauses ask for them in the task's policy.
+            "A2A_AGENT_ON_ITEM_FAILURE": "stop",
+            "A2A_AGENT_BUDGET_PAUSE": "off",
             "PYTHONPATH": str(code_dir),
             **(env or {}),
         }
