@@ -230,8 +230,9 @@ def alert_text(crossing: Crossing, pause_pct: int) -> str:
     figures = f"{crossing.used:g} of {crossing.limit:g}"
     if crossing.threshold == pause_pct:
         return (
-            f"Budget: {pause_pct}% of {crossing.dimension} used ({figures}). This run would "
-            "pause here for approval; approvals are not available yet, so it continues."
+            f"Budget: {pause_pct}% of {crossing.dimension} used ({figures}): the pause point. "
+            "A run whose policy has budgetPause (the default) waits here for approval before "
+            "it spends more money, tokens or actions."
         )
     return f"Budget alert: {crossing.threshold}% of {crossing.dimension} used ({figures})."
 
