@@ -15,6 +15,7 @@ from persistence.db import Pool, read
 from persistence.records import JSON, TaskRow
 from persistence.safe import jsonb
 from persistence.sql import q
+from persistence.tasks import task_row
 
 
 @dataclass(frozen=True)
@@ -63,21 +64,7 @@ class ReplyStore(Protocol):
 def task_from_json(data: Any) -> TaskRow | None:
     if data is None:
         return None
-    return TaskRow(
-        task_id=data["task_id"],
-        owner=data["owner"],
-        context_id=data["context_id"],
-        state=data["state"],
-        status_text=data["status_text"],
-        status_at=datetime.fromisoformat(data["status_at"]),
-        history=data["history"],
-        metadata=data["metadata"],
-        plan=data["plan"],
-        report=data["report"],
-        event_seq=data["event_seq"],
-        status_data=data.get("status_data"),
-        segment=data.get("segment") or 0,
-    )
+    return task_row({**data, "status_at": datetime.fromisoformat(data["status_at"])})
 
 
 class PostgresReplyStore:

@@ -54,7 +54,8 @@ class TaskStore(Protocol):
     async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]: ...
 
 
-def _task(row: dict[str, Any]) -> TaskRow:
+def task_row(row: dict[str, Any]) -> TaskRow:
+    """A task row as read (its `status_at` a datetime)."""
     return TaskRow(
         task_id=row["task_id"],
         owner=row["owner"],
@@ -134,10 +135,10 @@ class PostgresTaskStore:
         if "error" in made:
             raise CannotContinue(new.continue_from or "", made["error"], made.get("state"))
         data = made["task"]
-        task_row = _task({**data, "status_at": datetime.fromisoformat(data["status_at"])})
+        row_made = task_row({**data, "status_at": datetime.fromisoformat(data["status_at"])})
         if not made["repeated"]:
             self._written(new.task_id)
-        return Submitted(task_row, repeated=made["repeated"], same_message=made["digest_matches"])
+        return Submitted(row_made, repeated=made["repeated"], same_message=made["digest_matches"])
 
     async def task_of_message(self, owner: str, message_id: str) -> str | None:
         """The task a message of this owner made or was applied to, if it came before."""
@@ -161,7 +162,7 @@ class PostgresTaskStore:
                     q("get_task_any_owner"), {"task_id": task_id}, prepare=True
                 )
                 row = await cur.fetchone()
-            found = _task(row) if row else None
+            found = task_row(row) if row else None
         finally:
             if cache is not None:
                 cache.end_read(task_id, token, found)
@@ -196,7 +197,7 @@ class PostgresTaskStore:
             )
             rows = await cur.fetchall()
         total = rows[0]["total"] if rows else 0
-        tasks = [_task(r) for r in rows[:page_size]]
+        tasks = [task_row(r) for r in rows[:page_size]]
         next_cursor = None
         if len(rows) > page_size:
             last = tasks[-1]
@@ -216,7 +217,7 @@ class PostgresTaskStore:
             row = await cur.fetchone()
         self._written(task_id)
         assert row is not None
-        return _task(row)
+        return task_row(row)
 
     async def cancel_task(self, task_id: str, owner: str, reason: str) -> TaskRow:
         async with self._tx() as conn:
@@ -244,7 +245,7 @@ class PostgresTaskStore:
             row = await cur.fetchone()
         self._written(task_id)
         assert row is not None
-        return _task(row)
+        return task_row(row)
 
     async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]:
         async with self._read() as conn:

@@ -18,6 +18,7 @@ from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import evidence, with_attempt
 from a2a_agent.harness.keys import effect_key
+from a2a_agent.harness.out_of_attempts import out_of_attempts
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.errors import NotFound
 from persistence.records import (
@@ -305,7 +306,9 @@ class PlanHarness:
             return Concluded(retry, StepResult("retry", attempt + 1))
         on_failure = view.policy.get("on_item_failure", "stop")
         if on_failure in ("ask", "skip"):
-            return self._out_of_attempts(view, item, attempt, value, runs, ask=on_failure == "ask")
+            return out_of_attempts(
+                self.effects.pauses, view, item, attempt, value, runs=runs, ask=on_failure == "ask"
+            )
         history = with_attempt(item, attempt, verify=shown, outcome="failed")
         failed_item = dataclasses.replace(item, status="failed", evidence=shown, history=history)
         after = dataclasses.replace(
@@ -346,87 +349,6 @@ class PlanHarness:
         failed = await self.endings.closing_record(view, failed, after.items)
         self.ctx.forget(view.task_id)
         return Concluded(failed, StepResult("failed", attempt))
-
-    def _out_of_attempts(
-        self, view: StepView, item: ItemRow, attempt: int, value: JSON, runs: int, *, ask: bool
-    ) -> Concluded:
-        """An item used all its attempts and the policy says ask (a repeated_failure pause)
-        or skip it (the run goes on)."""
-        result = CommandResult.from_json(value["command"])
-        shown = evidence(result, runs)
-        failures = item.failures + 1
-        item_id, verify = item.item_id, item.verify_command
-        key = effect_key(view.task_id, "verify", scope=item_id, attempt=attempt)
-        failed = f"verification `{verify}` exited {result.exit_code}; no attempts left"
-        if not ask:
-            history = with_attempt(item, attempt, verify=shown, outcome="skipped")
-            record = StepRecord(
-                effect_key=key,
-                step="verify",
-                result={**value, "outcome": "skipped"},
-                item=ItemChange(
-                    item_id=item_id,
-                    status="skipped",
-                    attempts=attempt,
-                    evidence=shown,
-                    failures=failures,
-                    history=history,
-                ),
-                transitions=[
-                    Transition(
-                        item_id=item_id,
-                        attempt=attempt,
-                        from_state="verifying",
-                        to_state="skipped",
-                        reason=f"{failed}; skipped (policy onItemFailure: skip)",
-                    )
-                ],
-                charge=Charge(kind="command"),
-                runs=runs,
-            )
-            return Concluded(record, StepResult.ok(attempt=attempt))
-        pauses = self.effects.pauses
-        request = pauses.request(
-            view,
-            pause_id=f"failure.{item_id}.{failures}",
-            kind="repeated_failure",
-            summary=f"Item `{item_id}` ({item.title}) failed all {failures} attempt(s): "
-            f"`{verify}` exited {result.exit_code}. Retry once more (your note goes to the "
-            "worker), skip it, or stop the run.",
-            details={"item": item_id, "verify": shown},
-            item_id=item_id,
-            attempt=attempt,
-        )
-        history = with_attempt(item, attempt, verify=shown, outcome="failed")
-        record = StepRecord(
-            effect_key=key,
-            step="verify",
-            result={**value, "outcome": "paused"},
-            item=ItemChange(
-                item_id=item_id,
-                status="failed",
-                attempts=attempt,
-                evidence=shown,
-                failures=failures,
-                history=history,
-            ),
-            task_state="input_required",
-            status_text=pauses.status_text(request),
-            transitions=[
-                Transition(
-                    item_id=item_id,
-                    attempt=attempt,
-                    from_state="verifying",
-                    to_state="failed",
-                    reason=failed,
-                ),
-                pauses.transition(request),
-            ],
-            charge=Charge(kind="command"),
-            runs=runs,
-            pause=request,
-        )
-        return Concluded(record, StepResult("paused", attempt, {"pause": request.id}))
 
     async def _verified(
         self, view: StepView, item: ItemRow, attempt: int, value: JSON, runs: int
