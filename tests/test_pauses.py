@@ -345,7 +345,7 @@ async def test_a_note_to_a_working_task_reaches_the_model(
     start_agent: StartAgent, fake: FakeAnthropic, database_url: str, home: Path
 ) -> None:
     fake.add(
-        tool_reply("bash", {"command": "sleep 2; echo one > one.txt"}),
+        tool_reply("bash", {"command": "touch started; sleep 2; echo one > one.txt"}),
         text_reply("wrote one.txt"),
         tool_reply("bash", {"command": "echo two > two.txt"}),
         text_reply("wrote two.txt"),
@@ -357,7 +357,11 @@ async def test_a_note_to_a_working_task_reaches_the_model(
     ]
     async with a2a_client(server.url) as client:
         task = await send(client, plan_with(items))
-        await wait_for(client, task.id, {TaskState.TASK_STATE_WORKING})
+        started = home / "workspaces" / task.id / "started"
+        for _ in range(300):  # the model's command is running: its turn is in progress
+            if started.exists():
+                break
+            await __import__("asyncio").sleep(0.02)
         note = text_to(task.id, "Use lowercase file names only.")
         acknowledged = await send(client, note)
         assert acknowledged.history[-1].message_id == note.message_id
@@ -370,6 +374,9 @@ async def test_a_note_to_a_working_task_reaches_the_model(
     ]
     progress = (home / "workspaces" / task.id / "progress.md").read_text()
     assert "note from the caller: Use lowercase file names only." in progress
+    # The turn in progress reads it with the result of the command it was running...
+    assert "Use lowercase file names only." in str(fake.requests[1]["messages"][-1])
+    # ...and the next item's context has it too.
     later = [r for r in fake.requests if "# Your item: two" in str(r["messages"])]
     assert later and "Use lowercase file names only." in str(later[0]["messages"])
 

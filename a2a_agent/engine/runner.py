@@ -156,10 +156,18 @@ class PlanRunner(DBOSConfiguredInstance):
     async def call_tool(
         self, task_id: str, item_id: str, attempt: int, use: JSON, tool_use: JSON
     ) -> JSON:
-        """`use`: turn, n (this tool use) and uses (how many the answer holds)."""
+        """`use`: turn, n (this tool use), uses (how many the answer holds) and notes_seq
+        (the last of the caller's notes the model has read)."""
         return await self._gated(
             self.work.call_tool(
-                task_id, item_id, attempt, tool_use, turn=use["turn"], n=use["n"], uses=use["uses"]
+                task_id,
+                item_id,
+                attempt,
+                tool_use,
+                turn=use["turn"],
+                n=use["n"],
+                uses=use["uses"],
+                notes_seq=int(use.get("notes_seq", 0)),
             )
         )
 
@@ -309,6 +317,7 @@ class PlanRunner(DBOSConfiguredInstance):
         request: JSON = context["request"]
         messages: list[JSON] = list(request["messages"])
         note = "the turn limit was reached"
+        notes_seq = int(context.get("notes_seq", 0))  # the caller's notes the model has read
         seen = 0  # what the last call read and wrote: the next one reads at least as much
         for turn in range(int(context["max_turns"])):
             call = {
@@ -330,9 +339,10 @@ class PlanRunner(DBOSConfiguredInstance):
             results = []
             uses = len(response.tool_uses)
             for n, tool_use in enumerate(response.tool_uses):
-                use = {"turn": turn, "n": n, "uses": uses}
+                use = {"turn": turn, "n": n, "uses": uses, "notes_seq": notes_seq}
                 called = await self._step(self.call_tool(task_id, item_id, attempt, use, tool_use))
                 results.append(called.payload)
+                notes_seq = int(called.payload.get("notes_seq", notes_seq))
             messages = [*messages, tool_results(results)]
             seen = _context_size(response.usage, messages)
             if seen > int(context["compact_at"]):

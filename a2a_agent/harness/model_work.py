@@ -194,7 +194,8 @@ class ModelWork:
         progress = self.ctx.workspace(task_id).root / "progress.md"
         tail = progress.read_text()[-PROGRESS_TAIL_CHARS:] if progress.exists() else ""
         # What people said: the caller's steering notes, and notes on this item's decisions.
-        notes = [note.text for note in await self.ctx.runs.notes(task_id)]
+        steering = await self.ctx.runs.notes(task_id)
+        notes = [note.text for note in steering]
         notes += [
             f"({d.id}: {d.decision}) {d.note}"
             for d in view.decisions.values()
@@ -220,6 +221,7 @@ class ModelWork:
                 "request": request.as_json(),
                 "compact_at": self.config.compact_at_tokens,
                 "max_turns": self.config.max_turns,
+                "notes_seq": steering[-1].seq if steering else 0,
             },
             attempt=attempt,
         )
@@ -234,6 +236,7 @@ class ModelWork:
         turn: int,
         n: int,
         uses: int,
+        notes_seq: int = 0,
     ) -> StepResult:
         """Tool use `n` of the `uses` in the model's answer at `turn`, as a keyed effect,
         checked against the action budget first."""
@@ -286,6 +289,8 @@ class ModelWork:
 
         async def conclude(value: JSON, runs: int) -> Concluded:
             then = tool_start(task_id, item_id, attempt, turn, n + 1) if n + 1 < uses else None
+            if n + 1 == uses and "notes_seq" not in value:
+                value = await self._with_new_notes(task_id, value, notes_seq)
             facts = []
             if name == "record_fact" and not value.get("is_error"):
                 facts = [
@@ -311,6 +316,21 @@ class ModelWork:
             return Concluded(record, StepResult.ok(value, attempt=attempt), fingerprint=False)
 
         return await self.effects.run(view, effect, perform, conclude)
+
+    async def _with_new_notes(self, task_id: str, value: JSON, seen: int) -> JSON:
+        """The last tool result of an answer carries the notes sent since the model's context
+        was built, so a note reaches the turn in progress; `notes_seq` records how far, so a
+        replay of this result is the same."""
+        newer = [note for note in await self.ctx.runs.notes(task_id) if note.seq > seen]
+        if not newer:
+            return {**value, "notes_seq": seen}
+        told = "\n".join(f"- {note.text}" for note in newer)
+        return {
+            **value,
+            "content": f"{value.get('content', '')}\n\nNotes from the people you work for, "
+            f"sent while you worked (follow them):\n{told}",
+            "notes_seq": newer[-1].seq,
+        }
 
     async def end_turn(self, task_id: str, item_id: str, attempt: int, note: str) -> StepResult:
         """The model stopped calling tools: record its progress note, then verification."""
