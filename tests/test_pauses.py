@@ -719,3 +719,24 @@ async def test_by_default_a_failed_item_asks_and_the_card_says_so(
     assert rows(database_url, "SELECT policy FROM tasks WHERE id = %s", done.id) == [
         ({"on_item_failure": "ask", "budget_pause": True},)
     ]
+
+
+async def test_an_asking_tool_call_is_held_to_the_action_budget(
+    start_agent: StartAgent, fake: FakeAnthropic, database_url: str
+) -> None:
+    fake.add(
+        tool_reply("bash", {"command": "true"}),
+        tool_reply("ask_person", {"question": "may I go on?"}),
+    )
+    server = start_agent("serve", "pause-19", **model_env(fake))
+    message = data_message(
+        {
+            "plan": {"goal": "g", "items": [{"id": "w", "title": "w", "verify": "true"}]},
+            "budget": {"maxActions": {"*": 1}},
+        }
+    )
+    async with a2a_client(server.url) as client:
+        done = await wait_for(client, (await send(client, message)).id, timeout=30)
+    assert done.status.state == FAILED
+    assert done.metadata["failure"]["dimension"] == "actions"
+    assert rows(database_url, "SELECT count(*) FROM pauses WHERE task_id = %s", done.id) == [(0,)]

@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from a2a_agent.budget import BudgetStop, Spend
 from a2a_agent.errors import PlanError
 from a2a_agent.harness.context import StepContext
+from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.pauses import Pauses, decided_to_go_on
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.plans import PlanLimits, parse_plan
@@ -34,9 +36,12 @@ def asking_id(name: str, key: str, item_id: str, attempt: int) -> str:
 
 
 class AskingTools:
-    def __init__(self, ctx: StepContext, pauses: Pauses, limits: PlanLimits) -> None:
+    def __init__(
+        self, ctx: StepContext, pauses: Pauses, endings: RunEndings, limits: PlanLimits
+    ) -> None:
         self.ctx = ctx
         self.pauses = pauses
+        self.endings = endings
         self.limits = limits
 
     async def call(
@@ -54,6 +59,10 @@ class AskingTools:
         pause_id = asking_id(name, key, item_id, attempt)
         decided = view.decisions.get(pause_id)
         if decided is None:
+            try:  # an asking call is an action like any other tool call
+                await self.ctx.guard.check(view.task_id, view.budget or {}, Spend(tool=name))
+            except BudgetStop as stop:
+                return await self.endings.budget_stop(view, stop.spent)
             try:
                 request = self._request(
                     view, name, args, pause_id=pause_id, item_id=item_id, attempt=attempt

@@ -64,7 +64,7 @@ class ModelWork:
         self.effects = effects
         self.model = model
         self.config = config
-        self.asking = AskingTools(ctx, effects.pauses, config.plan_limits)
+        self.asking = AskingTools(ctx, effects.pauses, effects.endings, config.plan_limits)
 
     def _model(self) -> Model:
         if self.model is None:
