@@ -57,6 +57,8 @@ SNAKE_NAMES = [
     "decided_by",
     "decided_at",
     "requested_at",
+    "verify_command",
+    "item_id",
 ]
 
 

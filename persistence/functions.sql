@@ -338,6 +338,18 @@ BEGIN
         IF v_item IS NOT NULL THEN
             UPDATE items
             SET status = v_item ->> 'status', attempts = (v_item ->> 'attempts')::integer,
+                title = coalesce(v_item -> 'definition' ->> 'title', title),
+                run = CASE WHEN v_item -> 'definition' ? 'run'
+                           THEN v_item -> 'definition' ->> 'run' ELSE run END,
+                verify_command = coalesce(v_item -> 'definition' ->> 'verify_command',
+                                          verify_command),
+                verify_timeout_s = coalesce(
+                    (v_item -> 'definition' ->> 'verify_timeout_s')::integer, verify_timeout_s),
+                run_timeout_s = CASE WHEN v_item -> 'definition' ? 'run_timeout_s'
+                                     THEN (v_item -> 'definition' ->> 'run_timeout_s')::integer
+                                     ELSE run_timeout_s END,
+                max_attempts = coalesce((v_item -> 'definition' ->> 'max_attempts')::integer,
+                                        max_attempts),
                 evidence = coalesce(nullif(v_item -> 'evidence', 'null'::jsonb), evidence),
                 commit_sha = coalesce(v_item ->> 'commit_sha', commit_sha),
                 failures = coalesce((v_item ->> 'failures')::integer, failures),

@@ -140,6 +140,9 @@ class ItemChange:
     commit_sha: str | None = None
     failures: int | None = None
     history: list[JSON] | None = None  # the item's attempts, whole, when the step changed them
+    # A new definition (title, run, verify_command, verify_timeout_s, run_timeout_s,
+    # max_attempts) for an item not done yet: an approved plan change.
+    definition: JSON | None = None
 
 
 @dataclass(frozen=True)

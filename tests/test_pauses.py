@@ -667,7 +667,12 @@ async def test_a_plan_change_the_model_proposes_waits_for_approval(
         tool_reply("propose_plan_change", {"remove": ["first"], "reason": "not needed"}),
         tool_reply(
             "propose_plan_change",
-            {"add": [extra], "remove": ["later"], "reason": "later is covered by extra"},
+            {
+                "add": [extra],
+                "remove": ["later"],
+                "change": [{"id": "tune", "verify": "true", "title": "Tune (checked)"}],
+                "reason": "later is covered by extra; tune's check was wrong",
+            },
         ),
         tool_reply("bash", {"command": "touch work.txt"}),
         text_reply("work.txt is there"),
@@ -677,20 +682,31 @@ async def test_a_plan_change_the_model_proposes_waits_for_approval(
         item("first", "true", "true"),
         {"id": "work", "title": "work", "verify": "test -f work.txt"},
         item("later", "true", "true"),
+        item("tune", "true", "false", max_attempts=1),
     ]
     async with a2a_client(server.url) as client:
         waiting = await send_waiting(client, plan_with(items))
         asked = request_of(waiting)
         assert asked["kind"] == "plan_change" and asked["options"] == ["approve", "reject"]
+        assert asked["details"]["change"][0]["verifyCommand"] == "true"
         assert asked["details"]["remove"] == ["later"]
-        assert [i["id"] for i in plan_of(waiting)["items"]] == ["first", "work", "later"]
+        assert [i["id"] for i in plan_of(waiting)["items"]] == ["first", "work", "later", "tune"]
+        assert plan_of(waiting)["items"][3]["verify"] == "false"  # nothing changed yet
         # Removing a done item was refused to the model itself, without asking anyone.
         assert "done items are never removed" in str(fake.requests[1]["messages"][-1])
         await send(client, approval(waiting.id, asked["id"], "approve", note="fine"))
         done = await wait_for(client, waiting.id, timeout=30)
     assert done.status.state == COMPLETED, done.status.message
     plan = {i["id"]: i["status"] for i in plan_of(done)["items"]}
-    assert plan == {"first": "done", "work": "done", "later": "skipped", "extra": "done"}
+    assert plan == {
+        "first": "done",
+        "work": "done",
+        "later": "skipped",
+        "tune": "done",
+        "extra": "done",
+    }
+    tune = next(i for i in plan_of(done)["items"] if i["id"] == "tune")
+    assert (tune["title"], tune["verify"]) == ("Tune (checked)", "true")
     assert "Approved: the plan changed as proposed." in str(fake.requests[2]["messages"][-1])
     assert rows(
         database_url, "SELECT kind, decision, note FROM pauses WHERE task_id = %s", done.id

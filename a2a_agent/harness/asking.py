@@ -22,6 +22,8 @@ from persistence.records import (
     Charge,
     Decision,
     EffectStart,
+    ItemRow,
+    NewItem,
     PauseRequest,
     StepRecord,
     StepView,
@@ -111,13 +113,19 @@ class AskingTools:
                 attempt=attempt,
             )
         add, remove = args.get("add") or [], args.get("remove") or []
+        change = args.get("change") or []
         reason = args.get("reason")
         if not isinstance(reason, str) or not reason.strip():
             raise PlanError("reason must say why the plan should change")
-        if not isinstance(add, list) or not isinstance(remove, list) or not (add or remove):
-            raise PlanError("give items to add (a list) and/or item ids to remove (a list)")
+        lists = (add, remove, change)
+        if not all(isinstance(x, list) for x in lists) or not any(lists):
+            raise PlanError(
+                "give items to add, items to change ({id, and title, run, verify or "
+                "max_attempts}) and/or item ids to remove, each a list"
+            )
         existing = {i.item_id: i for i in view.items}
         added = parse_plan({"goal": view.goal, "items": add}, self.limits).items if add else []
+        changed = [self._changed(existing, entry, item_id) for entry in change]
         clash = sorted({i.item_id for i in added} & set(existing))
         if clash:
             raise PlanError(f"items {clash} are in the plan already; give new ids")
@@ -131,6 +139,8 @@ class AskingTools:
         parts = []
         if added:
             parts.append("add " + ", ".join(f"`{i.item_id}` ({i.title})" for i in added))
+        if changed:
+            parts.append("change " + ", ".join(f"`{i.item_id}`" for i in changed))
         if remove:
             parts.append("remove " + ", ".join(f"`{r}`" for r in remove))
         return self.pauses.request(
@@ -142,12 +152,36 @@ class AskingTools:
             f"{reason.strip()}",
             details={
                 "add": [dataclasses.asdict(i) for i in added],
+                "change": [dataclasses.asdict(i) for i in changed],
                 "remove": [str(r) for r in remove],
                 "reason": reason.strip(),
             },
             item_id=item_id,
             attempt=attempt,
         )
+
+    def _changed(self, existing: dict[str, ItemRow], entry: Any, working: str) -> NewItem:
+        """An item's new definition, checked as a plan item is."""
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            raise PlanError('each change is an object with the "id" of the item to change')
+        extra = sorted(set(entry) - {"id", "title", "run", "verify", "max_attempts"})
+        if extra:
+            raise PlanError(f"a change may give title, run, verify, max_attempts; not {extra}")
+        item = existing.get(entry["id"])
+        if item is None:
+            raise PlanError(f"there is no item {entry['id']!r} to change")
+        if item.status in ("done", "skipped") or item.item_id == working:
+            raise PlanError(f"item {item.item_id!r} is {item.status}; only items not begun change")
+        merged: dict[str, Any] = {
+            "id": item.item_id,
+            "title": entry.get("title", item.title),
+            "verify": entry.get("verify", item.verify_command),
+            "max_attempts": entry.get("max_attempts", item.max_attempts),
+        }
+        run = entry.get("run", item.run)
+        if run is not None:
+            merged["run"] = run
+        return parse_plan({"goal": "change", "items": [merged]}, self.limits).items[0]
 
     @staticmethod
     def _told(name: str, decided: Decision) -> str:

@@ -179,6 +179,40 @@ class DecisionSteps:
             ],
         )
         result = await self.ctx.advance(view, record)
+        for raw in decided.details.get("change") or []:
+            new = NewItem(**raw)
+            current = await self.ctx.view(view.task_id)
+            item = current.item(new.item_id)
+            definition = {
+                "title": new.title,
+                "run": new.run,
+                "verify_command": new.verify_command,
+                "verify_timeout_s": new.verify_timeout_s,
+                "run_timeout_s": new.run_timeout_s,
+                "max_attempts": new.max_attempts,
+            }
+            changing = StepRecord(
+                effect_key=f"{key}.change.{new.item_id}",
+                step="decide",
+                result={"changed": new.item_id},
+                item=ItemChange(
+                    item_id=item.item_id,
+                    status=item.status,
+                    attempts=item.attempts,
+                    definition=definition,
+                ),
+                transitions=[
+                    Transition(
+                        item_id=item.item_id,
+                        attempt=item.attempts,
+                        from_state=item.status,
+                        to_state=item.status,
+                        reason=f"changed by the plan change ({why}): run `{new.run}`, "
+                        f"verify `{new.verify_command}`",
+                    )
+                ],
+            )
+            result = await self.ctx.advance(current, changing)
         for item_id in removed:
             current = await self.ctx.view(view.task_id)
             item = current.item(item_id)

@@ -103,13 +103,15 @@ ASKING_SPECS = [
     ),
     ToolSpec(
         "propose_plan_change",
-        "Propose adding items to the plan (each with id, title, verify and optionally run) or "
-        "removing items not done yet. Nothing changes until a person approves; the result says "
-        "what they decided.",
+        "Propose adding items to the plan (each with id, title, verify and optionally run), "
+        "changing items not begun (id and any of title, run, verify, max_attempts) or removing "
+        "items not done yet. Nothing changes until a person approves; the result says what "
+        "they decided.",
         {
             "type": "object",
             "properties": {
                 "add": {"type": "array", "items": {"type": "object"}},
+                "change": {"type": "array", "items": {"type": "object"}},
                 "remove": {"type": "array", "items": {"type": "string"}},
                 "reason": {"type": "string"},
             },
