@@ -756,3 +756,20 @@ async def test_an_asking_tool_call_is_held_to_the_action_budget(
     assert done.status.state == FAILED
     assert done.metadata["failure"]["dimension"] == "actions"
     assert rows(database_url, "SELECT count(*) FROM pauses WHERE task_id = %s", done.id) == [(0,)]
+
+
+async def test_a_retry_note_reaches_the_model(start_agent: StartAgent, fake: FakeAnthropic) -> None:
+    fake.add(
+        text_reply("I think it is done."),
+        tool_reply("bash", {"command": "touch ok.txt"}),
+        text_reply("ok.txt is there now"),
+    )
+    server = start_agent("serve", "pause-20", **model_env(fake))
+    items = [{"id": "w", "title": "make ok.txt", "verify": "test -f ok.txt", "maxAttempts": 1}]
+    async with a2a_client(server.url) as client:
+        waiting = await send_waiting(client, plan_with(items, {"onItemFailure": "ask"}))
+        assert request_of(waiting)["kind"] == "repeated_failure"
+        await send(client, text_to(waiting.id, "retry: create ok.txt with touch"))
+        done = await wait_for(client, waiting.id, timeout=30)
+    assert done.status.state == COMPLETED, done.status.message
+    assert "create ok.txt with touch" in str(fake.requests[1]["messages"])
