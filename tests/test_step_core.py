@@ -12,11 +12,13 @@ import psycopg
 import pytest
 from a2a.types.a2a_pb2 import TaskState
 
+from a2a_agent.engine.runner import segment_of, workflow_id
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
+from a2a_agent.harness.pauses import RUNNING_SEGMENT, asked_here
 from a2a_agent.harness.results import StepResult
 from a2a_agent.harness.tools import WorkspaceTools
 from persistence.db import Pool
-from persistence.records import ItemChange, NewItem, NewTask, StepRecord, Transition
+from persistence.records import Decision, ItemChange, NewItem, NewTask, StepRecord, Transition
 from persistence.runs import PostgresRunStore
 from persistence.safe import NUL_SYMBOL
 from persistence.tasks import PostgresTaskStore
@@ -156,3 +158,18 @@ async def test_a_run_whose_commands_print_nul_bytes_completes(start_agent: Start
     assert done.status.state == TaskState.TASK_STATE_COMPLETED, done.status.message
     evidence = plan_of(done)["items"][0]["evidence"]
     assert evidence["outputTail"] == f"verify{NUL_SYMBOL}out"
+
+
+def test_a_segment_that_paused_leaves_the_answer_to_the_next_one() -> None:
+    task = "7d0c3a52-5a1e-4c1b-9f0e-1a2b3c4d5e6f"
+    assert [segment_of(workflow_id(task, n)) for n in (0, 1, 12)] == [0, 1, 12]
+    assert segment_of(None) is None
+    decided = Decision(id="irreversible.x", kind="irreversible_action", decision="approve",
+                       note=None, how="reply", segment=2)  # fmt: skip
+    assert not asked_here(decided)  # outside a workflow: nothing to compare
+    for running, expected in ((2, True), (3, False)):
+        token = RUNNING_SEGMENT.set(running)
+        try:
+            assert asked_here(decided) is expected
+        finally:
+            RUNNING_SEGMENT.reset(token)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID
 
 from a2a_agent.engine.gate import StepGate
-from a2a_agent.engine.runner import PlanRunner
+from a2a_agent.engine.runner import PlanRunner, workflow_id
 from a2a_agent.engine.supervisor import Supervisor
 from a2a_agent.harness.decisions import DecisionSteps
 from a2a_agent.harness.facts import FactSteps
@@ -134,8 +134,7 @@ class DbosEngine:
     async def start(self, task_id: str, segment: int = 0) -> None:
         """Enqueue a segment of a task's run; a segment enqueued before is not run again
         (its workflow id is taken), so a lost or repeated start is harmless."""
-        workflow_id = task_id if segment == 0 else f"{task_id}:s{segment}"
-        with SetWorkflowID(workflow_id):
+        with SetWorkflowID(workflow_id(task_id, segment)):
             await DBOS.enqueue_workflow_async(RUN_QUEUE, self._runner.run_task, task_id, segment)
 
     async def cancel(self, task_id: str) -> None:

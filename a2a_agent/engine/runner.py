@@ -21,11 +21,24 @@ from a2a_agent.harness.decisions import DecisionSteps
 from a2a_agent.harness.facts import FactSteps
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.model_work import ModelWork
+from a2a_agent.harness.pauses import RUNNING_SEGMENT
 from a2a_agent.harness.plan_harness import PlanHarness
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.model.types import ModelResponse, Usage, assistant, tool_results, user_text
 from persistence.errors import StoreUnavailable
 from persistence.records import TERMINAL_STATES
+
+
+def workflow_id(task_id: str, segment: int) -> str:
+    """Segment 0 of a task's run has the task's id; segment n (after the n-th wait) its own."""
+    return task_id if segment == 0 else f"{task_id}:s{segment}"
+
+
+def segment_of(workflow: str | None) -> int | None:
+    if workflow is None:
+        return None
+    head, _, tail = workflow.rpartition(":s")
+    return int(tail) if head and tail.isdigit() else 0
 
 
 def _database_outage(exc: BaseException) -> bool:
@@ -77,8 +90,14 @@ class PlanRunner(DBOSConfiguredInstance):
         super().__init__("plan-runner")
 
     async def _gated(self, step: Awaitable[StepResult]) -> JSON:
-        async with self.gate.step():
-            return (await step).as_json()
+        # The harness learns which segment runs the step from the workflow id, so a step of
+        # a segment that paused, re-run after a crash, leaves the answer to the next segment.
+        token = RUNNING_SEGMENT.set(segment_of(DBOS.workflow_id))
+        try:
+            async with self.gate.step():
+                return (await step).as_json()
+        finally:
+            RUNNING_SEGMENT.reset(token)
 
     # ---- steps: plans and commands ----------------------------------------------------------
 

@@ -15,7 +15,7 @@ from a2a_agent.budget import BudgetStop, Spend
 from a2a_agent.errors import PlanError
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.endings import RunEndings
-from a2a_agent.harness.pauses import Pauses, decided_to_go_on
+from a2a_agent.harness.pauses import Pauses, asked_here, decided_to_go_on
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.plans import PlanLimits, parse_plan
 from persistence.records import (
@@ -60,6 +60,8 @@ class AskingTools:
         args: dict[str, Any] = dict(tool_use.get("input") or {})
         pause_id = asking_id(name, key, item_id, attempt)
         decided = view.decisions.get(pause_id)
+        if decided is not None and asked_here(decided):
+            return StepResult("paused", attempt)
         if decided is None:
             try:  # an asking call is an action like any other tool call
                 await self.ctx.guard.check(view.task_id, view.budget or {}, Spend(tool=name))

@@ -13,7 +13,7 @@ from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.files import overwrite
 from a2a_agent.harness.keys import effect_key
-from a2a_agent.harness.pauses import Pauses
+from a2a_agent.harness.pauses import Pauses, asked_here
 from a2a_agent.harness.plan_harness import verify_start
 from a2a_agent.harness.results import StepResult
 from persistence.records import (
@@ -54,6 +54,8 @@ class DecisionSteps:
         item = view.item(item_id)
         pause_id = f"question.{item_id}"
         if pause_id in view.decisions:
+            if asked_here(view.decisions[pause_id]):
+                return StepResult("paused", attempt)
             return StepResult.ok(attempt=attempt)
         request = self.pauses.request(
             view,
@@ -69,6 +71,8 @@ class DecisionSteps:
     async def review_plan(self, task_id: str) -> StepResult:
         """With policy review_plan, the drafted plan waits for approval before any work."""
         view = await self.ctx.view(task_id)
+        if "plan_review" in view.decisions and asked_here(view.decisions["plan_review"]):
+            return StepResult("paused")
         if not view.policy.get("review_plan") or "plan_review" in view.decisions:
             return StepResult.ok()
         plan = [

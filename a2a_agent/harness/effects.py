@@ -30,7 +30,7 @@ from a2a_agent.harness.context import StepContext, ended_by_others
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.fact_checks import as_fact, run_checks
 from a2a_agent.harness.files import overwrite
-from a2a_agent.harness.pauses import Pauses, decided_to_go_on
+from a2a_agent.harness.pauses import Pauses, asked_here, decided_to_go_on
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.errors import StoreUnavailable
 from persistence.records import (
@@ -170,6 +170,8 @@ class Effects:
             decided = view.decisions.get(asked.id) if asked is not None else None
             if asked is not None and decided is None:
                 return await self.pauses.ask(view, asked, effect.attempt or 0)
+            if decided is not None and asked_here(decided):
+                return StepResult("paused", effect.attempt or 0)
             if asked is not None and decided is not None and not decided_to_go_on(decided):
                 if effect.refused is None:
                     await self.endings.fail(view, f"`{asked.id}` was {decided.decision}")

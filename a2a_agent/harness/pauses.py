@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from a2a_agent.budget import crossings
@@ -204,3 +205,15 @@ class Pauses:
 
 def decided_to_go_on(decision: Decision) -> bool:
     return decision.decision in GOING_ON
+
+
+# The workflow segment the running step belongs to, when the engine says (None: unknown).
+RUNNING_SEGMENT: ContextVar[int | None] = ContextVar("running_segment", default=None)
+
+
+def asked_here(decision: Decision) -> bool:
+    """The decision answers a request this very segment made: a step of it that runs again
+    (recovered after a crash) must not act on the answer, the segment the reply started
+    does. Such a step ends its segment as the pause did."""
+    running = RUNNING_SEGMENT.get()
+    return running is not None and decision.segment >= running
