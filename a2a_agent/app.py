@@ -28,6 +28,8 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
     handler = AgentRequestHandler(
         store=runtime.store,
         replies=runtime.replies,
+        push=runtime.push,
+        allow=runtime.allow,
         engine=runtime.engine,
         notifier=runtime.notifier,
         intake=Intake(

@@ -18,8 +18,10 @@ from a2a_agent.errors import AgentError, ConfigError
 from a2a_agent.nanny import supervise
 from a2a_agent.runtime import Runtime
 from a2a_agent.settings import Settings
+from persistence.db import create_pool
 from persistence.errors import StoreError
 from persistence.migrate import migrate
+from persistence.push import PostgresPushStore
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,7 +52,34 @@ def _parser() -> argparse.ArgumentParser:
             "if it is killed",
         )
     sub.add_parser("migrate", help="bring the database schema to the latest version")
+    push = sub.add_parser("push", help="dead push deliveries: list them, or retry them")
+    push.add_argument("action", choices=("dead", "retry"))
+    push.add_argument("task_id", nargs="?", help="retry: the task whose dead configs to retry")
+    push.add_argument("--id", dest="config_id", help="retry: only this push config")
     return parser
+
+
+async def _push(conninfo: str, args: argparse.Namespace) -> int:
+    """The operator's view of dead deliveries, and a retry that starts them again."""
+    pool = create_pool(conninfo, max_size=2)
+    await pool.open(wait=True, timeout=30)
+    try:
+        store = PostgresPushStore(pool)
+        if args.action == "dead":
+            for c in await store.dead():
+                print(
+                    f"{c.task_id} {c.id} {c.url} delivered={c.delivered} acked_seq={c.acked_seq} "
+                    f"attempts={c.attempts} error={c.last_error}"
+                )
+            return 0
+        if not args.task_id:
+            print("a2a-agent push retry: give the task id", file=sys.stderr)
+            return 2
+        retried = await store.retry(args.task_id, args.config_id)
+        print(f"retrying {len(retried)} push config(s): {', '.join(retried) or 'none were dead'}")
+        return 0
+    finally:
+        await pool.close()
 
 
 def _run(args: argparse.Namespace, child: Callable[[], int]) -> int:
@@ -128,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"migrated: applied {applied or 'nothing (already current)'}; engine schema current"
             )
             return 0
+        if args.command == "push":
+            return asyncio.run(_push(conninfo, args))
         if args.command == "worker":
             return _run(args, lambda: _run_worker(settings, conninfo))
         from a2a_agent.app import create_app  # noqa: PLC0415  (serve only: builds the web app)

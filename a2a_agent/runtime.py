@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import socket
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
 
+import httpx
+
 from a2a_agent.budget import BudgetGuard
 from a2a_agent.database import sqlalchemy_url
+from a2a_agent.delivery.deliverer import DeliveryConfig, PushDeliverer
+from a2a_agent.delivery.guard import AllowList
 from a2a_agent.engine.dbos_engine import DbosEngine
 from a2a_agent.harness.context import HarnessConfig, StepContext
 from a2a_agent.harness.decisions import DecisionSteps
@@ -31,6 +37,7 @@ from persistence.health import DatabaseHealth
 from persistence.ledger import PostgresLedger
 from persistence.migrate import latest_version, migrate
 from persistence.notify import TaskNotifier
+from persistence.push import PostgresPushStore
 from persistence.replies import PostgresReplyStore
 from persistence.runs import PostgresRunStore
 from persistence.tasks import PostgresTaskStore
@@ -104,6 +111,21 @@ class Runtime:
         self.harness = PlanHarness(self.context, effects, endings)
         self.decisions = DecisionSteps(self.context, endings, pauses)
         self.replies = PostgresReplyStore(self.pool, self.read_cache)
+        self.push = PostgresPushStore(self.pool)
+        self.allow = AllowList.parse(settings.push_allow_hosts)
+        self.http = httpx.AsyncClient(follow_redirects=False)
+        self.deliverer = PushDeliverer(
+            self.push,
+            self.notifier,
+            self.allow,
+            DeliveryConfig(
+                max_attempts=settings.push_max_attempts,
+                max_age_s=settings.push_max_age_s,
+                timeout_s=settings.push_timeout_s,
+                backoff_s=settings.push_backoff_s,
+            ),
+            self.http,
+        )
         self.registry = WorkerRegistry(
             self.pool,
             WorkerIdentity(
@@ -171,8 +193,13 @@ class Runtime:
         self._stack.push_async_callback(self.notifier.stop)
         if self.model is not None:
             self._stack.push_async_callback(self.model.close)
+        self._stack.push_async_callback(self.http.aclose)
         await self.engine.launch()
         self._stack.push_async_callback(self.engine.shutdown)
+        if self.settings.run_worker:
+            pusher = asyncio.create_task(self.deliverer.run_forever(), name="push-deliverer")
+            watch(pusher, "the push deliverer")
+            self._stack.push_async_callback(_cancelled, pusher)
         return self
 
     async def __aexit__(
@@ -195,3 +222,9 @@ class Runtime:
         return Health(
             database=database, schema_current=schema_current, heartbeat_fresh=heartbeat_fresh
         )
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -143,6 +143,11 @@ class Settings:
     approval_expires_s: float = 7 * 24 * 3600.0
     on_item_failure: str = "ask"
     budget_pause: bool = True
+    push_allow_hosts: str = ""
+    push_max_attempts: int = 8
+    push_max_age_s: float = 24 * 3600.0
+    push_timeout_s: float = 5.0
+    push_backoff_s: float = 1.0
     irreversible_patterns: tuple[str, ...] = DEFAULT_IRREVERSIBLE
     fault_file: Path | None = None
     http: str = "httptools"
@@ -208,6 +213,11 @@ class Settings:
             approval_expires_s=_float(env, "A2A_AGENT_APPROVAL_EXPIRES_S", 7 * 24 * 3600.0),
             on_item_failure=_choice(env, "A2A_AGENT_ON_ITEM_FAILURE", ON_ITEM_FAILURE, "ask"),
             budget_pause=_choice(env, "A2A_AGENT_BUDGET_PAUSE", ("on", "off"), "on") == "on",
+            push_allow_hosts=env.get("A2A_AGENT_PUSH_ALLOW_HOSTS") or "",
+            push_max_attempts=_int(env, "A2A_AGENT_PUSH_MAX_ATTEMPTS", 8, minimum=1),
+            push_max_age_s=_float(env, "A2A_AGENT_PUSH_MAX_AGE_S", 24 * 3600.0),
+            push_timeout_s=_float(env, "A2A_AGENT_PUSH_TIMEOUT_S", 5.0),
+            push_backoff_s=_float(env, "A2A_AGENT_PUSH_BACKOFF_S", 1.0),
             irreversible_patterns=_patterns(env, "A2A_AGENT_IRREVERSIBLE"),
             fault_file=Path(env["A2A_AGENT_FAULT_FILE"])
             if env.get("A2A_AGENT_FAULT_FILE")

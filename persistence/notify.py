@@ -19,6 +19,9 @@ LISTEN = sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL))
 TICK_S = 1.0
 
 
+ANY_TASK = "*"  # watch(ANY_TASK) wakes on every task's NOTIFY
+
+
 class TaskNotifier:
     """Waiters register per task id; a NOTIFY on commit wakes them to read new event rows.
 
@@ -76,6 +79,8 @@ class TaskNotifier:
                             if self._cache is not None:
                                 self._cache.invalidate(note.payload)
                             for event in self._waiters.get(note.payload, ()):
+                                event.set()
+                            for event in self._waiters.get(ANY_TASK, ()):
                                 event.set()
                         self._tick()
             except psycopg.Error as exc:

@@ -1,5 +1,6 @@
 """What a caller's retry does: the same messageId, once or twenty times at once, makes one
-task and runs every effect once; follow-ups and inline push configs are refused clearly."""
+task and runs every effect once; follow-ups that cannot apply and inline push configs to bad
+hosts are refused clearly."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import (
     InvalidParamsError,
-    PushNotificationNotSupportedError,
 )
 
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
@@ -124,7 +124,9 @@ async def test_follow_ups_and_inline_push_configs_are_refused(
                 task_push_notification_config=TaskPushNotificationConfig(url="http://x/hook"),
             ),
         )
-        with pytest.raises(PushNotificationNotSupportedError, match="inline push config"):
+        # An inline push config is kept with the new task (tests/test_push.py); one whose
+        # host does not resolve is refused, and nothing is stored.
+        with pytest.raises(InvalidParamsError, match="does not resolve"):
             async for _ in client.send_message(request):
                 pass
         assert messages_stored(database_url) == before
@@ -149,5 +151,5 @@ async def test_follow_ups_and_inline_push_configs_are_refused(
         "configuration": {"taskPushNotificationConfig": {"url": "http://x/hook"}},
     }
     reply = httpx.post(f"{server.url}/", json=body, headers={"A2A-Version": "1.0"}).json()
-    assert reply["error"]["code"] == -32003
+    assert reply["error"]["code"] == -32602 and "does not resolve" in reply["error"]["message"]
     assert messages_stored(database_url) == before

@@ -125,23 +125,25 @@ def to_task(row: TaskRow, history_length: int | None) -> Task:
     return task
 
 
-def to_event(row: TaskRow, body: JSON) -> TaskStatusUpdateEvent | TaskArtifactUpdateEvent | None:
-    """One stored event as the A2A stream event a subscriber receives."""
+def to_event(
+    task_id: str, context_id: str, body: JSON
+) -> TaskStatusUpdateEvent | TaskArtifactUpdateEvent | None:
+    """One stored event as the A2A stream event a subscriber (or a webhook) receives."""
     kind = body.get("kind")
     if kind == "status":
         status = TaskStatus(
             state=STATE_TO_PROTO[str(body["state"])], timestamp=_timestamp(str(body["at"]))
         )
-        message = _status_message(row.task_id, row.context_id, body.get("text"), body.get("data"))
+        message = _status_message(task_id, context_id, body.get("text"), body.get("data"))
         if message is not None:
             status.message.CopyFrom(message)
-        return TaskStatusUpdateEvent(task_id=row.task_id, context_id=row.context_id, status=status)
+        return TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
     if kind == "artifact" and body.get("data") is not None:
         data: Any = body["data"]
         artifact = plan_artifact(data) if body.get("name") == "plan" else report_artifact(data)
         return TaskArtifactUpdateEvent(
-            task_id=row.task_id,
-            context_id=row.context_id,
+            task_id=task_id,
+            context_id=context_id,
             artifact=artifact,
             append=False,
             last_chunk=True,

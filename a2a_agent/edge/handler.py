@@ -34,12 +34,12 @@ from a2a.utils.errors import (
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
 
+from a2a_agent.delivery.guard import AllowList, UrlRefused, check_url
 from a2a_agent.edge.answers import (
     ReplyIntent,
     from_approval,
@@ -59,6 +59,7 @@ from a2a_agent.engine import RunEngine
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
 from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.notify import TaskNotifier
+from persistence.push import PushConfig, PushConfigStore
 from persistence.records import TaskRow
 from persistence.replies import Reply, ReplyStore
 from persistence.tasks import CannotContinue, TaskStore
@@ -89,6 +90,17 @@ def _cannot_continue(exc: CannotContinue) -> str:
     return f"task {exc.task_id} has no plan to continue (it ended before planning)"
 
 
+def _config_out(config: PushConfig) -> TaskPushNotificationConfig:
+    out = TaskPushNotificationConfig(
+        task_id=config.task_id, id=config.id, url=config.url, token=config.token or ""
+    )
+    auth = config.authentication or {}
+    if auth.get("scheme"):
+        out.authentication.scheme = str(auth["scheme"])
+        out.authentication.credentials = str(auth.get("credentials", ""))
+    return out
+
+
 def _owner(context: ServerCallContext) -> str:
     user = context.user
     return user.user_name if user.is_authenticated else ""
@@ -98,6 +110,8 @@ def _owner(context: ServerCallContext) -> str:
 class AgentRequestHandler(RequestHandler):
     store: TaskStore
     replies: ReplyStore
+    push: PushConfigStore
+    allow: AllowList
     engine: RunEngine
     notifier: TaskNotifier
     intake: Intake
@@ -180,11 +194,15 @@ class AgentRequestHandler(RequestHandler):
         caller sent before is never applied twice: the task it made comes back as it is now."""
         owner = _owner(context)
         message = params.message
+        inline = None
         if params.configuration.HasField("task_push_notification_config"):
-            raise PushNotificationNotSupportedError(
-                "push notifications are not offered yet, so an inline push config cannot be "
-                "kept; send the message without it, then poll GetTask or use SubscribeToTask"
-            )
+            inline = params.configuration.task_push_notification_config
+            if message.task_id:
+                raise InvalidParamsError(
+                    "an inline push config belongs to a new task's first message; for an "
+                    "existing task use CreateTaskPushNotificationConfig"
+                )
+            await self._checked_url(inline.url)
         try:
             self.intake.check_message(params)
         except ContentTypeError as exc:
@@ -209,6 +227,8 @@ class AgentRequestHandler(RequestHandler):
         except StoreUnavailable as exc:
             raise InternalError(f"{exc}; nothing was stored, send the message again") from exc
         row = submitted.row
+        if inline is not None and not submitted.repeated:
+            await self._register(row.task_id, owner, inline, from_seq=0)
         if submitted.repeated:
             if not submitted.same_message:
                 raise InvalidParamsError(_reused(message.message_id, row.task_id))
@@ -367,7 +387,7 @@ class AgentRequestHandler(RequestHandler):
                     events = []
                 for event_seq, body in events:
                     seq = event_seq
-                    event = to_event(row, body)
+                    event = to_event(row.task_id, row.context_id, body)
                     if event is not None:
                         yield event
                     if is_final_event(body):
@@ -394,29 +414,71 @@ class AgentRequestHandler(RequestHandler):
             await self.engine.start(row.task_id, row.segment)
         return to_task(row, None)
 
-    # ---- not offered yet -----------------------------------------------------------------
+    # ---- push configs ---------------------------------------------------------------------
+
+    async def _checked_url(self, url: str) -> None:
+        try:
+            await check_url(url, self.allow)
+        except UrlRefused as exc:
+            raise InvalidParamsError(str(exc)) from exc
+
+    async def _register(
+        self, task_id: str, owner: str, params: TaskPushNotificationConfig, *, from_seq: int
+    ) -> TaskPushNotificationConfig:
+        await self._checked_url(params.url)
+        auth = params.authentication if params.HasField("authentication") else None
+        config = PushConfig(
+            task_id=task_id,
+            id=params.id or str(uuid.uuid4()),
+            url=params.url,
+            token=params.token or None,
+            authentication={"scheme": auth.scheme, "credentials": auth.credentials}
+            if auth is not None and auth.scheme
+            else None,
+        )
+        try:
+            stored = await self.push.put(config, owner, from_seq=from_seq)
+        except StoreUnavailable as exc:
+            raise InternalError(f"{exc}; the push config was not stored, try again") from exc
+        return _config_out(stored)
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError(
-            "push notifications are not offered yet; poll GetTask or use SubscribeToTask"
-        )
+        owner = _owner(context)
+        row = await self._load(params.task_id, owner)
+        # From now on: the task's events so far are in GetTask; a config given with the
+        # first message (SendMessage's configuration) gets every event.
+        return await self._register(row.task_id, owner, params, from_seq=row.event_seq)
+
+    async def _configs(self, task_id: str, owner: str, config_id: str | None) -> list[PushConfig]:
+        await self._load(task_id, owner)
+        try:
+            return await self.push.configs(task_id, owner, config_id)
+        except StoreUnavailable as exc:
+            raise InternalError(f"{exc}; try again shortly") from exc
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError("push notifications are not offered yet")
+        found = await self._configs(params.task_id, _owner(context), params.id or None)
+        if not found:
+            raise InvalidParamsError(f"task {params.task_id} has no push config {params.id!r}")
+        return _config_out(found[0])
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError("push notifications are not offered yet")
+        found = await self._configs(params.task_id, _owner(context), None)
+        return ListTaskPushNotificationConfigsResponse(configs=[_config_out(c) for c in found])
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError("push notifications are not offered yet")
+        owner = _owner(context)
+        await self._load(params.task_id, owner)
+        if not await self.push.delete(params.task_id, owner, params.id):
+            raise InvalidParamsError(f"task {params.task_id} has no push config {params.id!r}")
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext

@@ -1,0 +1,1 @@
+"""Push notifications: where they may go (`guard`) and how they get there (`deliverer`)."""

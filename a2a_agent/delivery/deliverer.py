@@ -1,0 +1,177 @@
+"""Delivering push notifications from the event log.
+
+Each worker runs one deliverer. It claims configs whose task has events after their cursor
+(woken by NOTIFY, and every `poll_s`), and for each claimed config sends the events one at a
+time, in order, moving the cursor on a 2xx. A failure schedules the same event again with
+exponential backoff and jitter; after `max_attempts`, or once the event is older than
+`max_age_s`, the config is dead (visible, retried by an operator: `a2a-agent push retry`).
+Every notification carries its event id (`<task>:<seq>`) in `X-A2A-Event-Id` and in the
+event's metadata, so a receiver drops what it has seen. Configs are worked concurrently: a
+slow receiver holds only its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+import httpx
+from a2a.types.a2a_pb2 import StreamResponse, TaskStatusUpdateEvent
+from google.protobuf.json_format import MessageToDict
+
+from a2a_agent.delivery.guard import AllowList, UrlRefused, check_url
+from a2a_agent.edge.convert import to_event
+from persistence.errors import StoreError
+from persistence.push import Claimed, PushConfig, PushEvent, PushOutbox
+
+log = logging.getLogger(__name__)
+EVENT_ID_HEADER = "X-A2A-Event-Id"
+TOKEN_HEADER = "X-A2A-Notification-Token"
+
+
+class Wakeups(Protocol):
+    def watch(self, task_id: str) -> AbstractAsyncContextManager[asyncio.Event]: ...
+
+
+@dataclass(frozen=True)
+class DeliveryConfig:
+    max_attempts: int = 8
+    max_age_s: float = 24 * 3600.0
+    timeout_s: float = 5.0
+    backoff_s: float = 1.0
+    backoff_cap_s: float = 300.0
+    lease_s: float = 60.0
+    poll_s: float = 0.5
+    concurrency: int = 32
+    max_response_bytes: int = 4096
+
+
+def event_id(task_id: str, seq: int) -> str:
+    return f"{task_id}:{seq}"
+
+
+def notification(task_id: str, context_id: str, event: PushEvent) -> bytes | None:
+    """The POST body: the event as an A2A StreamResponse, its id in the event's metadata."""
+    converted = to_event(task_id, context_id, event.body)
+    if converted is None:
+        return None
+    converted.metadata.update({"eventId": event_id(task_id, event.seq), "seq": event.seq})
+    if isinstance(converted, TaskStatusUpdateEvent):
+        response = StreamResponse(status_update=converted)
+    else:
+        response = StreamResponse(artifact_update=converted)
+    return json.dumps(MessageToDict(response)).encode()
+
+
+class PushDeliverer:
+    def __init__(
+        self,
+        outbox: PushOutbox,
+        wakeups: Wakeups,
+        allow: AllowList,
+        config: DeliveryConfig,
+        client: httpx.AsyncClient,
+    ) -> None:
+        self.outbox = outbox
+        self.wakeups = wakeups
+        self.allow = allow
+        self.config = config
+        self.client = client
+
+    async def run_forever(self) -> None:
+        """Claim and deliver until cancelled. Database trouble is waited out; a bug in a
+        delivery ends this task (and the process: it is watched)."""
+        running: set[asyncio.Task[None]] = set()
+        async with self.wakeups.watch("*") as wake:
+            while True:
+                wake.clear()
+                for finished in [t for t in running if t.done()]:
+                    running.discard(finished)
+                    finished.result()  # a delivery's own bug surfaces here
+                free = self.config.concurrency - len(running)
+                if free > 0:
+                    try:
+                        claimed = await self.outbox.claim(free, self.config.lease_s)
+                    except StoreError as exc:
+                        log.warning("push: %s", exc)
+                        claimed = []
+                    for one in claimed:
+                        running.add(asyncio.create_task(self._deliver(one), name="push"))
+                try:
+                    await asyncio.wait_for(wake.wait(), self.config.poll_s)
+                except TimeoutError:
+                    continue
+
+    async def _deliver(self, claimed: Claimed) -> None:
+        config = claimed.config
+        seq, attempts = config.acked_seq + 1, config.attempts
+        try:
+            while True:
+                event = await self.outbox.event(config.task_id, seq)
+                if event is None:
+                    await self.outbox.release(config)
+                    return
+                body = notification(config.task_id, claimed.context_id, event)
+                error = None if body is None else await self._send(config, seq, body)
+                if error is None:
+                    await self.outbox.delivered(config, seq, self.config.lease_s)
+                    seq, attempts = seq + 1, 0
+                    continue
+                attempts += 1
+                dead = attempts >= self.config.max_attempts or event.age_s > self.config.max_age_s
+                delay = min(self.config.backoff_cap_s, self.config.backoff_s * 2 ** (attempts - 1))
+                await self.outbox.failed(
+                    config,
+                    seq,
+                    error=error,
+                    delay_s=delay * random.uniform(0.5, 1.5),
+                    dead=dead,
+                )
+                if dead:
+                    log.warning(
+                        "push to %s for task %s is dead after %d attempts: %s",
+                        config.url,
+                        config.task_id,
+                        attempts,
+                        error,
+                    )
+                return
+        except StoreError as exc:
+            log.warning("push: %s (the lease runs out; the event is sent again)", exc)
+
+    async def _send(self, config: PushConfig, seq: int, body: bytes) -> str | None:
+        """POST one notification: None on a 2xx, else what went wrong."""
+        try:
+            await check_url(config.url, self.allow)
+        except UrlRefused as exc:
+            return str(exc)
+        headers = {
+            "Content-Type": "application/json",
+            EVENT_ID_HEADER: event_id(config.task_id, seq),
+        }
+        if config.token:
+            headers[TOKEN_HEADER] = config.token
+        auth = config.authentication or {}
+        if auth.get("scheme"):
+            headers["Authorization"] = f"{auth['scheme']} {auth.get('credentials', '')}".strip()
+        try:
+            async with self.client.stream(
+                "POST",
+                config.url,
+                content=body,
+                headers=headers,
+                timeout=self.config.timeout_s,
+                follow_redirects=False,
+            ) as response:
+                async for _ in response.aiter_bytes(self.config.max_response_bytes):
+                    break  # the body is not ours to read beyond a few bytes
+                if 200 <= response.status_code < 300:
+                    return None
+                return f"HTTP {response.status_code}"
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}"[:300]

@@ -1,0 +1,153 @@
+"""Push configs and their delivery from the event log.
+
+A config is a row with a cursor (`acked_seq`: the last of its task's events the receiver
+acknowledged). The deliverer claims configs with events after their cursor (a lease, so a
+dead deliverer's claim runs out), sends the events one by one in order, and moves the cursor
+only on a 2xx: at least once, in order per task, and a slow receiver holds only its own row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from persistence.db import Pool, read
+from persistence.records import JSON
+from persistence.safe import optional_jsonb
+from persistence.sql import q
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    task_id: str
+    id: str
+    url: str
+    token: str | None = None
+    authentication: JSON | None = None  # {scheme, credentials}
+    acked_seq: int = 0
+    state: str = "active"
+    attempts: int = 0
+    delivered: int = 0
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Claimed:
+    config: PushConfig
+    context_id: str
+
+
+@dataclass(frozen=True)
+class PushEvent:
+    seq: int
+    body: JSON
+    age_s: float
+
+
+class PushConfigStore(Protocol):
+    """What the edge needs: a task owner's webhooks."""
+
+    async def put(self, config: PushConfig, owner: str, *, from_seq: int) -> PushConfig: ...
+    async def configs(
+        self, task_id: str, owner: str, config_id: str | None
+    ) -> list[PushConfig]: ...
+    async def delete(self, task_id: str, owner: str, config_id: str) -> bool: ...
+
+
+class PushOutbox(Protocol):
+    """What the deliverer (and an operator) needs."""
+
+    async def claim(self, limit: int, lease_s: float) -> list[Claimed]: ...
+    async def event(self, task_id: str, seq: int) -> PushEvent | None: ...
+    async def delivered(self, config: PushConfig, seq: int, lease_s: float) -> None: ...
+    async def failed(
+        self, config: PushConfig, seq: int, *, error: str, delay_s: float, dead: bool
+    ) -> None: ...
+    async def release(self, config: PushConfig) -> None: ...
+    async def dead(self) -> list[PushConfig]: ...
+    async def retry(self, task_id: str, config_id: str | None) -> list[str]: ...
+
+
+def _config(row: dict[str, Any]) -> PushConfig:
+    return PushConfig(**{k: row[k] for k in row if k in PushConfig.__dataclass_fields__})
+
+
+class PostgresPushStore:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    async def _rows(self, name: str, params: JSON) -> list[dict[str, Any]]:
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q(name), params)
+            return list(await cur.fetchall()) if cur.description else []
+
+    # ---- the edge -----------------------------------------------------------------------
+
+    async def put(self, config: PushConfig, owner: str, *, from_seq: int) -> PushConfig:
+        """Register (or replace) a webhook; it gets the task's events after `from_seq`."""
+        rows = await self._rows(
+            "put_push_config",
+            {
+                "task_id": config.task_id,
+                "id": config.id,
+                "owner": owner,
+                "url": config.url,
+                "token": config.token,
+                "authentication": optional_jsonb(config.authentication),
+                "acked_seq": from_seq,
+            },
+        )
+        return _config(rows[0])
+
+    async def configs(self, task_id: str, owner: str, config_id: str | None) -> list[PushConfig]:
+        rows = await self._rows(
+            "get_push_configs", {"task_id": task_id, "owner": owner, "id": config_id}
+        )
+        return [_config(r) for r in rows]
+
+    async def delete(self, task_id: str, owner: str, config_id: str) -> bool:
+        rows = await self._rows(
+            "delete_push_config", {"task_id": task_id, "owner": owner, "id": config_id}
+        )
+        return bool(rows)
+
+    # ---- the deliverer ------------------------------------------------------------------
+
+    async def claim(self, limit: int, lease_s: float) -> list[Claimed]:
+        rows = await self._rows("claim_pushes", {"limit": limit, "lease_s": lease_s})
+        return [Claimed(_config(r), r["context_id"]) for r in rows]
+
+    async def event(self, task_id: str, seq: int) -> PushEvent | None:
+        rows = await self._rows("next_push_event", {"task_id": task_id, "seq": seq})
+        return PushEvent(rows[0]["seq"], rows[0]["body"], rows[0]["age_s"]) if rows else None
+
+    async def delivered(self, config: PushConfig, seq: int, lease_s: float) -> None:
+        await self._rows(
+            "push_delivered",
+            {"task_id": config.task_id, "id": config.id, "seq": seq, "lease_s": lease_s},
+        )
+
+    async def failed(
+        self, config: PushConfig, seq: int, *, error: str, delay_s: float, dead: bool
+    ) -> None:
+        await self._rows(
+            "push_failed",
+            {
+                "task_id": config.task_id,
+                "id": config.id,
+                "seq": seq,
+                "error": error[:500],
+                "delay_s": delay_s,
+                "dead": dead,
+            },
+        )
+
+    async def release(self, config: PushConfig) -> None:
+        await self._rows("push_released", {"task_id": config.task_id, "id": config.id})
+
+    async def dead(self) -> list[PushConfig]:
+        return [_config(r) for r in await self._rows("dead_pushes", {})]
+
+    async def retry(self, task_id: str, config_id: str | None) -> list[str]:
+        rows = await self._rows("retry_pushes", {"task_id": task_id, "id": config_id})
+        return [str(r["id"]) for r in rows]

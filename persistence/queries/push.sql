@@ -1,0 +1,69 @@
+-- Push configs (the edge) and their delivery from the event log (the deliverer).
+
+-- name: put_push_config
+INSERT INTO push_configs (task_id, id, owner, url, token, authentication, acked_seq)
+VALUES (%(task_id)s, %(id)s, %(owner)s, %(url)s, %(token)s, %(authentication)s, %(acked_seq)s)
+ON CONFLICT (task_id, id) DO UPDATE
+SET url = excluded.url, token = excluded.token, authentication = excluded.authentication,
+    state = 'active', attempts = 0, last_error = NULL, next_attempt_at = clock_timestamp()
+RETURNING task_id, id, url, token, authentication
+
+-- name: get_push_configs
+SELECT task_id, id, url, token, authentication, acked_seq, state, attempts, delivered, last_error
+FROM push_configs
+WHERE task_id = %(task_id)s AND owner = %(owner)s AND (%(id)s::text IS NULL OR id = %(id)s)
+ORDER BY created_at, id
+
+-- name: delete_push_config
+DELETE FROM push_configs WHERE task_id = %(task_id)s AND owner = %(owner)s AND id = %(id)s
+RETURNING id
+
+-- name: claim_pushes
+-- Configs with an event after their acked_seq and no attempt pending: leased for lease_s (a
+-- deliverer that dies lets the lease run out; another then sends the event again).
+WITH due AS (
+    SELECT c.task_id, c.id
+    FROM push_configs c JOIN tasks t ON t.id = c.task_id
+    WHERE c.state = 'active' AND c.next_attempt_at <= clock_timestamp()
+      AND c.acked_seq < t.event_seq
+    ORDER BY c.next_attempt_at
+    LIMIT %(limit)s
+    FOR UPDATE OF c SKIP LOCKED
+)
+UPDATE push_configs c
+SET next_attempt_at = clock_timestamp() + make_interval(secs => %(lease_s)s)
+FROM due
+WHERE c.task_id = due.task_id AND c.id = due.id
+RETURNING c.task_id, c.id, c.url, c.token, c.authentication, c.acked_seq, c.attempts,
+          (SELECT t.context_id FROM tasks t WHERE t.id = c.task_id) AS context_id
+
+-- name: next_push_event
+SELECT seq, body, at, extract(epoch FROM clock_timestamp() - at)::float8 AS age_s
+FROM events WHERE task_id = %(task_id)s AND seq = %(seq)s
+
+-- name: push_delivered
+UPDATE push_configs
+SET acked_seq = %(seq)s, attempts = 0, last_error = NULL, delivered = delivered + 1,
+    next_attempt_at = clock_timestamp() + make_interval(secs => %(lease_s)s)
+WHERE task_id = %(task_id)s AND id = %(id)s AND acked_seq = %(seq)s - 1
+
+-- name: push_released
+UPDATE push_configs SET next_attempt_at = clock_timestamp()
+WHERE task_id = %(task_id)s AND id = %(id)s
+
+-- name: push_failed
+UPDATE push_configs
+SET attempts = attempts + 1, last_error = %(error)s,
+    next_attempt_at = clock_timestamp() + make_interval(secs => %(delay_s)s),
+    state = CASE WHEN %(dead)s THEN 'dead' ELSE state END
+WHERE task_id = %(task_id)s AND id = %(id)s AND acked_seq = %(seq)s - 1
+
+-- name: dead_pushes
+SELECT task_id, id, url, acked_seq, attempts, delivered, last_error
+FROM push_configs WHERE state = 'dead' ORDER BY task_id, id
+
+-- name: retry_pushes
+UPDATE push_configs
+SET state = 'active', attempts = 0, next_attempt_at = clock_timestamp()
+WHERE state = 'dead' AND task_id = %(task_id)s AND (%(id)s::text IS NULL OR id = %(id)s)
+RETURNING id

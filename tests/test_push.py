@@ -1,0 +1,207 @@
+"""Push notifications delivered from the event log, to a real receiver on loopback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import psycopg
+import pytest
+from a2a.types.a2a_pb2 import (
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+)
+from a2a.utils.errors import InvalidParamsError
+
+from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
+from tests.support.processes import REPO, StartAgent
+from tests.support.receiver import Receiver, receiver
+
+ALLOW = {"A2A_AGENT_PUSH_ALLOW_HOSTS": "127.0.0.1", "A2A_AGENT_PUSH_BACKOFF_S": "0.2"}
+COMPLETED = TaskState.TASK_STATE_COMPLETED
+
+
+async def send_with_push(url: str, hook: str, items: list[dict[str, object]]) -> Task:
+    request = SendMessageRequest(
+        message=plan_message(items),
+        configuration=SendMessageConfiguration(
+            return_immediately=True,
+            task_push_notification_config=TaskPushNotificationConfig(
+                url=hook, token="secret-token", id="hook"
+            ),
+        ),
+    )
+    async with a2a_client(url) as client:
+        async for response in client.send_message(request):
+            return response.task
+    raise AssertionError("no response")
+
+
+def event_count(database_url: str, task_id: str) -> int:
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT event_seq FROM tasks WHERE id = %s", (task_id,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def assert_all_in_order(hook: Receiver, task_id: str, total: int) -> None:
+    seen: dict[int, str] = {}
+    for r in hook.accepted():
+        seen.setdefault(r.seq, r.event_id)
+        assert (
+            r.body["statusUpdate" if "statusUpdate" in r.body else "artifactUpdate"]["metadata"][
+                "eventId"
+            ]
+            == r.event_id
+        )
+    assert sorted(seen) == list(range(1, total + 1))
+    firsts = []
+    for r in hook.accepted():
+        if r.seq not in firsts:
+            firsts.append(r.seq)
+    assert firsts == sorted(firsts)  # in order
+    assert all(i.startswith(f"{task_id}:") for i in seen.values())
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/hook",
+        "http://10.0.0.1/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://localhost:9/hook",
+    ],
+)
+async def test_webhooks_to_private_addresses_are_refused_unless_allowed(
+    start_agent: StartAgent, url: str
+) -> None:
+    closed = start_agent("serve", "push-ssrf")
+    allowing = start_agent(
+        "serve",
+        "push-ssrf-2",
+        A2A_AGENT_PUSH_ALLOW_HOSTS="127.0.0.1,localhost,10.0.0.0/8,169.254.169.254",
+    )
+    for server, refused in ((closed, True), (allowing, False)):
+        async with a2a_client(server.url) as client:
+            task = await send(client, plan_message([item("a", "true", "true")]))
+            config = TaskPushNotificationConfig(task_id=task.id, url=url)
+            if refused:
+                with pytest.raises(InvalidParamsError, match="are refused unless"):
+                    await client.create_task_push_notification_config(config)
+            else:
+                made = await client.create_task_push_notification_config(config)
+                assert made.id and made.url == url
+
+
+async def test_configs_are_kept_listed_and_deleted(start_agent: StartAgent) -> None:
+    server = start_agent("serve", "push-crud", **ALLOW)
+    with receiver() as hook:
+        async with a2a_client(server.url) as client:
+            task = await send(client, plan_message([item("a", "sleep 1", "true")]))
+            made = await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task.id, id="mine", url=hook.url, token="t")
+            )
+            assert (made.id, made.token) == ("mine", "t")
+            got = await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task.id, id="mine")
+            )
+            assert got.url == hook.url
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+            assert [c.id for c in listed.configs] == ["mine"]
+            await client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="mine")
+            )
+            with pytest.raises(InvalidParamsError, match="no push config 'mine'"):
+                await client.get_task_push_notification_config(
+                    GetTaskPushNotificationConfigRequest(task_id=task.id, id="mine")
+                )
+
+
+async def test_every_event_is_pushed_in_order_with_its_id_and_token(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    server = start_agent("serve", "push-1", **ALLOW)
+    with receiver() as hook:
+        task = await send_with_push(
+            server.url, hook.url, [item("a", "true", "true"), item("b", "true", "true")]
+        )
+        async with a2a_client(server.url) as client:
+            done = await wait_for(client, task.id, timeout=30)
+        assert done.status.state == COMPLETED
+        total = event_count(database_url, task.id)
+        hook.wait_for(lambda: len(hook.accepted()) >= total)
+        assert_all_in_order(hook, task.id, total)
+        assert len(hook.accepted()) == total  # a healthy receiver gets each event once
+        assert {r.headers["x-a2a-notification-token"] for r in hook.received} == {"secret-token"}
+        last = hook.accepted()[-1].body
+        assert last["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_receiver_down_then_up_gets_everything_and_a_dead_one_is_retried(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    server = start_agent("serve", "push-2", A2A_AGENT_PUSH_MAX_ATTEMPTS="4", **ALLOW)
+    with receiver() as hook:
+        hook.statuses = [500, 500, 503]  # down for three tries, then up
+        task = await send_with_push(server.url, hook.url, [item("a", "true", "true")])
+        async with a2a_client(server.url) as client:
+            await wait_for(client, task.id, timeout=30)
+        total = event_count(database_url, task.id)
+        hook.wait_for(lambda: len(hook.accepted()) >= total)
+        assert_all_in_order(hook, task.id, total)
+        assert [r.status for r in hook.received[:4]] == [500, 500, 503, 200]
+        assert hook.received[0].event_id == hook.received[3].event_id  # the same event again
+
+    with receiver() as dead:
+        dead.otherwise = 500  # never up
+        task = await send_with_push(server.url, dead.url, [item("a", "true", "true")])
+        dead.wait_for(lambda: len(dead.received) >= 4)
+        listed = subprocess.run(
+            [sys.executable, "-m", "a2a_agent", "push", "dead"],
+            env={**server.env},
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert task.id in listed and "HTTP 500" in listed and "attempts=4" in listed
+        assert len(dead.received) == 4  # dead: no more tries
+        dead.otherwise = 200
+        retried = subprocess.run(
+            [sys.executable, "-m", "a2a_agent", "push", "retry", task.id],
+            env={**server.env},
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "retrying 1 push config(s): hook" in retried
+        total = event_count(database_url, task.id)
+        dead.wait_for(lambda: len({r.seq for r in dead.accepted()}) >= total)
+        assert_all_in_order(dead, task.id, total)
+
+
+@pytest.mark.slow
+async def test_pushes_not_sent_before_a_kill_9_go_out_after_the_restart(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    with receiver() as hook:
+        hook.otherwise = 500  # the receiver is down while the run commits its events
+        server = start_agent("serve", "push-k", A2A_AGENT_PUSH_MAX_ATTEMPTS="50", **ALLOW)
+        task = await send_with_push(server.url, hook.url, [item("a", "true", "true")])
+        async with a2a_client(server.url) as client:
+            await wait_for(client, task.id, timeout=30)
+        server.kill()
+        hook.otherwise = 200
+        start_agent("serve", "push-k", A2A_AGENT_PUSH_MAX_ATTEMPTS="50", **ALLOW)
+        total = event_count(database_url, task.id)
+        hook.wait_for(lambda: len({r.seq for r in hook.accepted()}) >= total, timeout=60)
+        assert_all_in_order(hook, task.id, total)
