@@ -53,6 +53,10 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
+    async def jwks(request: Request) -> JSONResponse:
+        """The public keys push notifications are signed with (see delivery/signing.py)."""
+        return JSONResponse(runtime.signer.jwks(), headers={"Cache-Control": CACHE_CONTROL})
+
     async def readyz(request: Request) -> JSONResponse:
         health = await runtime.health()
         body = {
@@ -79,6 +83,7 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/.well-known/jwks.json", jwks, methods=["GET"]),
         *schema_routes(settings, plan_limits(settings)),
         *create_agent_card_routes(card, cache_control=CACHE_CONTROL),
         *create_jsonrpc_routes(handler, JSONRPC_PATH),

@@ -16,6 +16,7 @@ from a2a_agent.budget import BudgetGuard
 from a2a_agent.database import sqlalchemy_url
 from a2a_agent.delivery.deliverer import DeliveryConfig, PushDeliverer
 from a2a_agent.delivery.guard import AllowList
+from a2a_agent.delivery.signing import Signer
 from a2a_agent.engine.dbos_engine import DbosEngine
 from a2a_agent.harness.context import HarnessConfig, StepContext
 from a2a_agent.harness.decisions import DecisionSteps
@@ -114,17 +115,19 @@ class Runtime:
         self.push = PostgresPushStore(self.pool)
         self.allow = AllowList.parse(settings.push_allow_hosts)
         self.http = httpx.AsyncClient(follow_redirects=False)
+        self.signer = Signer(settings.url)
         self.deliverer = PushDeliverer(
             self.push,
             self.notifier,
-            self.allow,
-            DeliveryConfig(
+            allow=self.allow,
+            config=DeliveryConfig(
                 max_attempts=settings.push_max_attempts,
                 max_age_s=settings.push_max_age_s,
                 timeout_s=settings.push_timeout_s,
                 backoff_s=settings.push_backoff_s,
             ),
-            self.http,
+            client=self.http,
+            signer=self.signer,
         )
         self.registry = WorkerRegistry(
             self.pool,
@@ -189,6 +192,7 @@ class Runtime:
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         await self.pool.open(wait=True, timeout=30)
         self._stack.push_async_callback(self.pool.close)
+        await self.signer.load(self.push)
         watch(await self.notifier.start(), "the event listener (LISTEN, cache invalidation)")
         self._stack.push_async_callback(self.notifier.stop)
         if self.model is not None:

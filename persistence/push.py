@@ -44,6 +44,13 @@ class PushEvent:
     age_s: float
 
 
+class SigningKeys(Protocol):
+    """The keys notifications are signed with (newest first), shared by every process."""
+
+    async def signing_keys(self) -> list[tuple[str, str]]: ...
+    async def add_signing_key(self, kid: str, pem: str) -> None: ...
+
+
 class PushConfigStore(Protocol):
     """What the edge needs: a task owner's webhooks."""
 
@@ -151,3 +158,11 @@ class PostgresPushStore:
     async def retry(self, task_id: str, config_id: str | None) -> list[str]:
         rows = await self._rows("retry_pushes", {"task_id": task_id, "id": config_id})
         return [str(r["id"]) for r in rows]
+
+    # ---- signing keys -------------------------------------------------------------------
+
+    async def signing_keys(self) -> list[tuple[str, str]]:
+        return [(r["kid"], r["private_pem"]) for r in await self._rows("signing_keys", {})]
+
+    async def add_signing_key(self, kid: str, pem: str) -> None:
+        await self._rows("add_signing_key", {"kid": kid, "pem": pem})

@@ -225,4 +225,10 @@ CREATE TABLE push_configs (
 );
 CREATE INDEX push_configs_due ON push_configs (next_attempt_at) WHERE state = 'active';
 
+CREATE TABLE signing_keys (
+    kid         text PRIMARY KEY,
+    private_pem text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
 -- SQL functions live in functions.sql, applied after the tables on every migrate.

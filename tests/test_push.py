@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import subprocess
 import sys
 
+import httpx
+import jwt
 import psycopg
 import pytest
 from a2a.types.a2a_pb2 import (
@@ -205,3 +210,33 @@ async def test_pushes_not_sent_before_a_kill_9_go_out_after_the_restart(
         total = event_count(database_url, task.id)
         hook.wait_for(lambda: len({r.seq for r in hook.accepted()}) >= total, timeout=60)
         assert_all_in_order(hook, task.id, total)
+
+
+async def test_a_notification_is_signed_and_verifies_with_the_served_jwks(
+    start_agent: StartAgent,
+) -> None:
+    server = start_agent("serve", "push-jwt", **ALLOW)
+    with receiver() as hook:
+        task = await send_with_push(server.url, hook.url, [item("a", "true", "true")])
+        hook.wait_for(lambda: len(hook.accepted()) >= 1)
+    jwks = httpx.get(f"{server.url}/.well-known/jwks.json").json()
+    (jwk,) = jwks["keys"]
+    first = hook.accepted()[0]
+    token = first.headers["x-a2a-notification-signature"]
+    assert jwt.get_unverified_header(token)["kid"] == jwk["kid"]
+    key = jwt.PyJWK(jwk).key
+    claims = jwt.decode(token, key=key, algorithms=["ES256"], issuer=server.url)
+    assert claims["jti"] == first.event_id and claims["jti"].startswith(task.id)
+    assert claims["body_sha256"] == hashlib.sha256(first.raw).hexdigest()
+    altered = first.raw.replace(b"taskId", b"taskID")
+    assert altered != first.raw
+    assert claims["body_sha256"] != hashlib.sha256(altered).hexdigest()  # the body was changed
+    head, payload, signature = token.split(".")
+    forged = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    forged["body_sha256"] = hashlib.sha256(altered).hexdigest()
+    forged_payload = base64.urlsafe_b64encode(json.dumps(forged).encode()).rstrip(b"=").decode()
+    with pytest.raises(jwt.InvalidSignatureError):
+        jwt.decode(f"{head}.{forged_payload}.{signature}", key=key, algorithms=["ES256"])
+    # Every process on the database signs with the same key.
+    other = start_agent("serve", "push-jwt-2", **ALLOW)
+    assert httpx.get(f"{other.url}/.well-known/jwks.json").json() == jwks

@@ -25,6 +25,7 @@ from a2a.types.a2a_pb2 import StreamResponse, TaskStatusUpdateEvent
 from google.protobuf.json_format import MessageToDict
 
 from a2a_agent.delivery.guard import AllowList, UrlRefused, check_url
+from a2a_agent.delivery.signing import SIGNATURE_HEADER, Signer
 from a2a_agent.edge.convert import to_event
 from persistence.errors import StoreError
 from persistence.push import Claimed, PushConfig, PushEvent, PushOutbox
@@ -73,15 +74,18 @@ class PushDeliverer:
         self,
         outbox: PushOutbox,
         wakeups: Wakeups,
+        *,
         allow: AllowList,
         config: DeliveryConfig,
         client: httpx.AsyncClient,
+        signer: Signer,
     ) -> None:
         self.outbox = outbox
         self.wakeups = wakeups
         self.allow = allow
         self.config = config
         self.client = client
+        self.signer = signer
 
     async def run_forever(self) -> None:
         """Claim and deliver until cancelled. Database trouble is waited out; a bug in a
@@ -153,6 +157,7 @@ class PushDeliverer:
         headers = {
             "Content-Type": "application/json",
             EVENT_ID_HEADER: event_id(config.task_id, seq),
+            SIGNATURE_HEADER: self.signer.sign(body, event_id(config.task_id, seq)),
         }
         if config.token:
             headers[TOKEN_HEADER] = config.token

@@ -67,3 +67,10 @@ UPDATE push_configs
 SET state = 'active', attempts = 0, next_attempt_at = clock_timestamp()
 WHERE state = 'dead' AND task_id = %(task_id)s AND (%(id)s::text IS NULL OR id = %(id)s)
 RETURNING id
+
+-- name: add_signing_key
+INSERT INTO signing_keys (kid, private_pem) VALUES (%(kid)s, %(pem)s)
+ON CONFLICT DO NOTHING
+
+-- name: signing_keys
+SELECT kid, private_pem FROM signing_keys ORDER BY created_at DESC, kid

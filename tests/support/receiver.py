@@ -17,6 +17,7 @@ class Received:
     headers: dict[str, str]
     body: dict[str, Any]
     status: int  # what we answered
+    raw: bytes = b""
 
     @property
     def event_id(self) -> str:
@@ -39,13 +40,14 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length)
+                body = json.loads(raw or b"{}")
                 if receiver.delay_s:
                     time.sleep(receiver.delay_s)
                 with receiver.lock:
                     status = receiver.statuses.pop(0) if receiver.statuses else receiver.otherwise
                     receiver.received.append(
-                        Received({k.lower(): v for k, v in self.headers.items()}, body, status)
+                        Received({k.lower(): v for k, v in self.headers.items()}, body, status, raw)
                     )
                 self.send_response(status)
                 self.send_header("content-length", "2")
