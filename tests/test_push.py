@@ -240,3 +240,24 @@ async def test_a_notification_is_signed_and_verifies_with_the_served_jwks(
     # Every process on the database signs with the same key.
     other = start_agent("serve", "push-jwt-2", **ALLOW)
     assert httpx.get(f"{other.url}/.well-known/jwks.json").json() == jwks
+
+
+async def test_a_slow_receiver_delays_only_its_own_notifications(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    server = start_agent("serve", "push-slow", A2A_AGENT_PUSH_TIMEOUT_S="30", **ALLOW)
+    with receiver() as slow, receiver() as quick:
+        slow.delay_s = 5.0
+        items = [item("a", "true", "true"), item("b", "true", "true")]
+        slowed = await send_with_push(server.url, slow.url, items)
+        other = await send_with_push(server.url, quick.url, items)
+        async with a2a_client(server.url) as client:
+            first = await wait_for(client, slowed.id, timeout=30)
+            second = await wait_for(client, other.id, timeout=30)
+        assert first.status.state == second.status.state == COMPLETED
+        total = event_count(database_url, other.id)
+        quick.wait_for(lambda: len(quick.accepted()) >= total)
+        # Both runs ended and the other receiver has everything while the slow one is
+        # still on its first notifications: it held up no run and no other receiver.
+        assert len(slow.received) <= 2
+        assert_all_in_order(quick, other.id, total)
