@@ -18,6 +18,7 @@ class Received:
     body: dict[str, Any]
     status: int  # what we answered
     raw: bytes = b""
+    received_at: float = 0.0  # time.time() when the request arrived
 
     @property
     def event_id(self) -> str:
@@ -41,13 +42,20 @@ class Receiver:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 raw = self.rfile.read(length)
+                arrived = time.time()
                 body = json.loads(raw or b"{}")
                 if receiver.delay_s:
                     time.sleep(receiver.delay_s)
                 with receiver.lock:
                     status = receiver.statuses.pop(0) if receiver.statuses else receiver.otherwise
                     receiver.received.append(
-                        Received({k.lower(): v for k, v in self.headers.items()}, body, status, raw)
+                        Received(
+                            {k.lower(): v for k, v in self.headers.items()},
+                            body,
+                            status,
+                            raw,
+                            arrived,
+                        )
                     )
                 self.send_response(status)
                 self.send_header("content-length", "2")
