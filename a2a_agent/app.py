@@ -17,6 +17,7 @@ from a2a_agent.edge.card import CACHE_CONTROL, load_card, schema_routes
 from a2a_agent.edge.fast_reads import FastGetTask
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
+from a2a_agent.edge.streams import ResumableStreams
 from a2a_agent.runtime import Runtime, plan_limits
 from a2a_agent.settings import Settings
 
@@ -92,4 +93,5 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
     app.add_middleware(FastGetTask, handler=handler, path=JSONRPC_PATH)
+    app.add_middleware(ResumableStreams)
     return app

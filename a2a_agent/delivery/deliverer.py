@@ -26,7 +26,7 @@ from google.protobuf.json_format import MessageToDict
 
 from a2a_agent.delivery.guard import AllowList, UrlRefused, check_url
 from a2a_agent.delivery.signing import SIGNATURE_HEADER, Signer
-from a2a_agent.edge.convert import to_event
+from a2a_agent.edge.convert import to_event, with_event_id
 from persistence.errors import StoreError
 from persistence.push import Claimed, PushConfig, PushEvent, PushOutbox
 
@@ -61,7 +61,7 @@ def notification(task_id: str, context_id: str, event: PushEvent) -> bytes | Non
     converted = to_event(task_id, context_id, event.body)
     if converted is None:
         return None
-    converted.metadata.update({"eventId": event_id(task_id, event.seq), "seq": event.seq})
+    with_event_id(converted, task_id, event.seq)
     if isinstance(converted, TaskStatusUpdateEvent):
         response = StreamResponse(status_update=converted)
     else:

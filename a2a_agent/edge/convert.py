@@ -151,5 +151,14 @@ def to_event(
     return None
 
 
+def with_event_id(
+    event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent, task_id: str, seq: int
+) -> TaskStatusUpdateEvent | TaskArtifactUpdateEvent:
+    """The event with its id (`<task id>:<seq>`) and number in its metadata: what a stream
+    resumes from and a webhook deduplicates by."""
+    event.metadata.update({"eventId": f"{task_id}:{seq}", "seq": seq})
+    return event
+
+
 def is_final_event(body: JSON) -> bool:
     return body.get("kind") == "status" and body.get("state") in FINAL_STATES

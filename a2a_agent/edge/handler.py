@@ -53,6 +53,7 @@ from a2a_agent.edge.convert import (
     message_to_json,
     to_event,
     to_task,
+    with_event_id,
 )
 from a2a_agent.edge.intake import Intake, message_digest
 from a2a_agent.engine import RunEngine
@@ -99,6 +100,25 @@ def _config_out(config: PushConfig) -> TaskPushNotificationConfig:
         out.authentication.scheme = str(auth["scheme"])
         out.authentication.credentials = str(auth.get("credentials", ""))
     return out
+
+
+def _last_event_id(context: ServerCallContext, row: TaskRow) -> int | None:
+    """The event a reconnecting subscriber saw last (`Last-Event-ID`: `<task id>:<seq>` as
+    sent, or just the number), if it says."""
+    raw = str((context.state.get("headers") or {}).get("last-event-id") or "").strip()
+    if not raw:
+        return None
+    task, _, number = raw.rpartition(":")
+    if not number.isdigit() or (task and task != row.task_id):
+        raise InvalidParamsError(
+            f"Last-Event-ID {raw!r} is not an event of task {row.task_id}; send the id of the "
+            "last event this stream sent (<task id>:<seq>)"
+        )
+    if int(number) > row.event_seq:
+        raise InvalidParamsError(
+            f"Last-Event-ID {raw!r} is after the task's last event ({row.event_seq})"
+        )
+    return int(number)
 
 
 def _owner(context: ServerCallContext) -> str:
@@ -365,6 +385,12 @@ class AgentRequestHandler(RequestHandler):
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         row = await self._load(params.id, _owner(context))
+        after = _last_event_id(context, row)
+        if after is not None:
+            # A reconnect: exactly the events after the last one the client saw.
+            async for event in self._follow(row, after=after):
+                yield event
+            return
         if row.is_terminal:
             raise UnsupportedOperationError(
                 f"task {row.task_id} is already {row.state}; use GetTask to read its result"
@@ -373,11 +399,12 @@ class AgentRequestHandler(RequestHandler):
         async for event in self._follow(row):
             yield event
 
-    async def _follow(self, row: TaskRow) -> AsyncGenerator[Event]:
-        """Events after the snapshot `row`, until the task ends or waits for input."""
-        if row.is_terminal:
+    async def _follow(self, row: TaskRow, *, after: int | None = None) -> AsyncGenerator[Event]:
+        """Events after the snapshot `row` (or after event `after`), until the task ends or
+        waits for input. Each carries its event id."""
+        seq = row.event_seq if after is None else after
+        if row.is_terminal and seq >= row.event_seq:
             return
-        seq = row.event_seq
         async with self.notifier.watch(row.task_id) as wake:
             while True:
                 wake.clear()
@@ -389,7 +416,7 @@ class AgentRequestHandler(RequestHandler):
                     seq = event_seq
                     event = to_event(row.task_id, row.context_id, body)
                     if event is not None:
-                        yield event
+                        yield with_event_id(event, row.task_id, event_seq)
                     if is_final_event(body):
                         return
                 try:
