@@ -32,16 +32,23 @@ class PushConfig:
 
 
 @dataclass(frozen=True)
-class Claimed:
-    config: PushConfig
-    context_id: str
-
-
-@dataclass(frozen=True)
 class PushEvent:
     seq: int
     body: JSON
     age_s: float
+
+
+@dataclass(frozen=True)
+class Claimed:
+    config: PushConfig
+    context_id: str
+    event: PushEvent | None  # the first event to send, read with the claim
+
+
+def _event(data: Any) -> PushEvent | None:
+    if not data:
+        return None
+    return PushEvent(int(data["seq"]), data["body"], float(data["age_s"]))
 
 
 class SigningKeys(Protocol):
@@ -65,8 +72,7 @@ class PushOutbox(Protocol):
     """What the deliverer (and an operator) needs."""
 
     async def claim(self, limit: int, lease_s: float) -> list[Claimed]: ...
-    async def event(self, task_id: str, seq: int) -> PushEvent | None: ...
-    async def delivered(self, config: PushConfig, seq: int, lease_s: float) -> None: ...
+    async def delivered(self, config: PushConfig, seq: int, lease_s: float) -> PushEvent | None: ...
     async def failed(
         self, config: PushConfig, seq: int, *, error: str, delay_s: float, dead: bool
     ) -> None: ...
@@ -122,17 +128,15 @@ class PostgresPushStore:
 
     async def claim(self, limit: int, lease_s: float) -> list[Claimed]:
         rows = await self._rows("claim_pushes", {"limit": limit, "lease_s": lease_s})
-        return [Claimed(_config(r), r["context_id"]) for r in rows]
+        return [Claimed(_config(r), r["context_id"], _event(r["event"])) for r in rows]
 
-    async def event(self, task_id: str, seq: int) -> PushEvent | None:
-        rows = await self._rows("next_push_event", {"task_id": task_id, "seq": seq})
-        return PushEvent(rows[0]["seq"], rows[0]["body"], rows[0]["age_s"]) if rows else None
-
-    async def delivered(self, config: PushConfig, seq: int, lease_s: float) -> None:
-        await self._rows(
+    async def delivered(self, config: PushConfig, seq: int, lease_s: float) -> PushEvent | None:
+        """Move the cursor past `seq`; the event after it, if there is one yet."""
+        rows = await self._rows(
             "push_delivered",
             {"task_id": config.task_id, "id": config.id, "seq": seq, "lease_s": lease_s},
         )
+        return _event(rows[0]["event"]) if rows else None
 
     async def failed(
         self, config: PushConfig, seq: int, *, error: str, delay_s: float, dead: bool

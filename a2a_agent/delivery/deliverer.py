@@ -86,12 +86,14 @@ class PushDeliverer:
         self.config = config
         self.client = client
         self.signer = signer
+        self._wake: asyncio.Event | None = None
 
     async def run_forever(self) -> None:
         """Claim and deliver until cancelled. Database trouble is waited out; a bug in a
         delivery ends this task (and the process: it is watched)."""
         running: set[asyncio.Task[None]] = set()
         async with self.wakeups.watch("*") as wake:
+            self._wake = wake
             while True:
                 wake.clear()
                 for finished in [t for t in running if t.done()]:
@@ -114,16 +116,20 @@ class PushDeliverer:
     async def _deliver(self, claimed: Claimed) -> None:
         config = claimed.config
         seq, attempts = config.acked_seq + 1, config.attempts
+        event = claimed.event
         try:
             while True:
-                event = await self.outbox.event(config.task_id, seq)
                 if event is None:
+                    # Caught up. An event committed while this config was leased is claimed
+                    # at once: the loop looks again.
                     await self.outbox.release(config)
+                    if self._wake is not None:
+                        self._wake.set()
                     return
                 body = notification(config.task_id, claimed.context_id, event)
                 error = None if body is None else await self._send(config, seq, body)
                 if error is None:
-                    await self.outbox.delivered(config, seq, self.config.lease_s)
+                    event = await self.outbox.delivered(config, seq, self.config.lease_s)
                     seq, attempts = seq + 1, 0
                     continue
                 attempts += 1

@@ -35,17 +35,20 @@ SET next_attempt_at = clock_timestamp() + make_interval(secs => %(lease_s)s)
 FROM due
 WHERE c.task_id = due.task_id AND c.id = due.id
 RETURNING c.task_id, c.id, c.url, c.token, c.authentication, c.acked_seq, c.attempts,
-          (SELECT t.context_id FROM tasks t WHERE t.id = c.task_id) AS context_id
-
--- name: next_push_event
-SELECT seq, body, at, extract(epoch FROM clock_timestamp() - at)::float8 AS age_s
-FROM events WHERE task_id = %(task_id)s AND seq = %(seq)s
+          (SELECT t.context_id FROM tasks t WHERE t.id = c.task_id) AS context_id,
+          (SELECT jsonb_build_object('seq', e.seq, 'body', e.body,
+                                     'age_s', extract(epoch FROM clock_timestamp() - e.at))
+           FROM events e WHERE e.task_id = c.task_id AND e.seq = c.acked_seq + 1) AS event
 
 -- name: push_delivered
+-- The cursor moves on; the next event comes back in the same statement.
 UPDATE push_configs
 SET acked_seq = %(seq)s, attempts = 0, last_error = NULL, delivered = delivered + 1,
     next_attempt_at = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE task_id = %(task_id)s AND id = %(id)s AND acked_seq = %(seq)s - 1
+RETURNING (SELECT jsonb_build_object('seq', e.seq, 'body', e.body,
+                                     'age_s', extract(epoch FROM clock_timestamp() - e.at))
+           FROM events e WHERE e.task_id = %(task_id)s AND e.seq = %(seq)s + 1) AS event
 
 -- name: push_released
 UPDATE push_configs SET next_attempt_at = clock_timestamp()
