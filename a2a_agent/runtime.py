@@ -183,6 +183,7 @@ class Runtime:
             shutdown_grace_s=settings.shutdown_grace_s,
             stuck_after_s=settings.stuck_after_s,
             max_run_age_s=settings.max_run_age_s,
+            push_retention_s=settings.push_retention_s,
             fault=FaultPoint(settings.fault_file, "supervisor"),
         )
         self._stack = AsyncExitStack()

@@ -148,6 +148,7 @@ class Settings:
     push_max_age_s: float = 24 * 3600.0
     push_timeout_s: float = 5.0
     push_backoff_s: float = 1.0
+    push_retention_s: float = 7 * 24 * 3600.0
     irreversible_patterns: tuple[str, ...] = DEFAULT_IRREVERSIBLE
     fault_file: Path | None = None
     http: str = "httptools"
@@ -218,6 +219,7 @@ class Settings:
             push_max_age_s=_float(env, "A2A_AGENT_PUSH_MAX_AGE_S", 24 * 3600.0),
             push_timeout_s=_float(env, "A2A_AGENT_PUSH_TIMEOUT_S", 5.0),
             push_backoff_s=_float(env, "A2A_AGENT_PUSH_BACKOFF_S", 1.0),
+            push_retention_s=_float(env, "A2A_AGENT_PUSH_RETENTION_S", 7 * 24 * 3600.0),
             irreversible_patterns=_patterns(env, "A2A_AGENT_IRREVERSIBLE"),
             fault_file=Path(env["A2A_AGENT_FAULT_FILE"])
             if env.get("A2A_AGENT_FAULT_FILE")

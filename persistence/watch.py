@@ -19,6 +19,7 @@ class WatchdogStore(Protocol):
     ) -> list[tuple[str, str]]: ...
     async def expired_pauses(self) -> list[ExpiredPause]: ...
     async def segments_to_start(self, older_than_s: float) -> list[tuple[str, int]]: ...
+    async def prune_pushes(self, retention_s: float) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,12 @@ class PostgresWatchdogStore:
         async with read(self._pool) as conn:
             cur = await conn.execute(q("segments_to_start"), {"older_than_s": older_than_s})
             return [(r["task_id"], r["segment"]) for r in await cur.fetchall()]
+
+    async def prune_pushes(self, retention_s: float) -> int:
+        """Drop delivered push configs of ended tasks idle for `retention_s`; how many."""
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("prune_pushes"), {"retention_s": retention_s})
+            return cur.rowcount
 
     async def fail_task(self, task_id: str, reason: str) -> bool:
         """End a run as failed from outside it (the run notices, stops its effect and closes

@@ -27,6 +27,7 @@ from a2a.utils.errors import InvalidParamsError
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
 from tests.support.processes import REPO, StartAgent
 from tests.support.receiver import Receiver, receiver
+from tests.support.waiting import wait_for_row
 
 ALLOW = {"A2A_AGENT_PUSH_ALLOW_HOSTS": "127.0.0.1", "A2A_AGENT_PUSH_BACKOFF_S": "0.2"}
 COMPLETED = TaskState.TASK_STATE_COMPLETED
@@ -261,3 +262,39 @@ async def test_a_slow_receiver_delays_only_its_own_notifications(
         # still on its first notifications: it held up no run and no other receiver.
         assert len(slow.received) <= 2
         assert_all_in_order(quick, other.id, total)
+
+
+async def test_delivered_configs_of_ended_tasks_are_pruned_and_dead_ones_kept(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    server = start_agent(
+        "serve",
+        "push-prune",
+        A2A_AGENT_PUSH_RETENTION_S="1",
+        A2A_AGENT_PUSH_MAX_ATTEMPTS="1",
+        **ALLOW,
+    )
+    with receiver() as good, receiver() as bad:
+        bad.otherwise = 500
+        delivered = await send_with_push(server.url, good.url, [item("a", "true", "true")])
+        failing = await send_with_push(server.url, bad.url, [item("a", "true", "true")])
+        async with a2a_client(server.url) as client:
+            await wait_for(client, delivered.id, timeout=30)
+            await wait_for(client, failing.id, timeout=30)
+        total = event_count(database_url, delivered.id)
+        good.wait_for(lambda: len(good.accepted()) >= total)
+        wait_for_row(
+            database_url,
+            "SELECT count(*) = 0 FROM push_configs WHERE task_id = %s",
+            (delivered.id,),
+            what="the delivered config pruned",
+        )
+    with psycopg.connect(database_url) as conn:
+        dead = conn.execute(
+            "SELECT state FROM push_configs WHERE task_id = %s", (failing.id,)
+        ).fetchall()
+        events = conn.execute(
+            "SELECT count(*) FROM events WHERE task_id = %s", (delivered.id,)
+        ).fetchone()
+    assert dead == [("dead",)]  # kept for an operator
+    assert events == (total,)  # the task's events stay as long as the task

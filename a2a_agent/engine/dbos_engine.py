@@ -51,6 +51,7 @@ class DbosEngine:
         shutdown_grace_s: float,
         stuck_after_s: float,
         max_run_age_s: float,
+        push_retention_s: float,
         fault: Callable[[], None] = lambda: None,
     ) -> None:
         self._registry = registry
@@ -92,6 +93,7 @@ class DbosEngine:
             reconcile_interval_s=reconcile_interval_s,
             stuck_after_s=stuck_after_s,
             max_run_age_s=max_run_age_s,
+            push_retention_s=push_retention_s,
             fault=fault,
         )
 

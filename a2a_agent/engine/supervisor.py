@@ -30,6 +30,7 @@ class Supervisor:
         reconcile_interval_s: float,
         stuck_after_s: float,
         max_run_age_s: float,
+        push_retention_s: float = 7 * 24 * 3600.0,
         fault: Callable[[], None] = lambda: None,
     ) -> None:
         self.registry = registry
@@ -42,6 +43,7 @@ class Supervisor:
         self.stop_run = stop_run
         self.stuck_after_s = stuck_after_s
         self.max_run_age_s = max_run_age_s
+        self.push_retention_s = push_retention_s
         self.lost_executor_id = False
         self.fault = fault
 
@@ -100,6 +102,9 @@ class Supervisor:
             # A wait that ended (reply, expiry, cancel) whose next segment was not enqueued.
             for task_id, segment in await self.store.segments_to_start(self.reconcile_interval_s):
                 await self.start_run(task_id, segment)
+            pruned = await self.store.prune_pushes(self.push_retention_s)
+            if pruned:
+                log.info("pruned %d delivered push config(s) of ended tasks", pruned)
 
     async def expire_requests(self) -> None:
         """Requests nobody answered in time follow their default, recorded as expired."""

@@ -27,6 +27,16 @@ WHERE p.decision IS NULL AND p.expires_at < clock_timestamp()
 ORDER BY p.expires_at
 LIMIT 100
 
+-- name: prune_pushes
+-- Push configs whose task ended and whose every event was delivered, idle for retention_s.
+-- Dead configs stay (an operator may retry them); the events stay as long as their task.
+DELETE FROM push_configs c
+USING tasks t
+WHERE t.id = c.task_id
+  AND t.state IN ('completed', 'failed', 'canceled', 'rejected')
+  AND c.state = 'active' AND c.acked_seq >= t.event_seq
+  AND c.next_attempt_at < clock_timestamp() - make_interval(secs => %(retention_s)s)
+
 -- name: segments_to_start
 -- Tasks whose wait ended (a reply, an expiry, a cancel) but whose next segment may not have
 -- been enqueued (a crash after the commit): enqueueing it again is a no-op in DBOS when it was.
