@@ -21,7 +21,6 @@ from a2a_agent.budget import (
     parse_prices,
 )
 from a2a_agent.errors import ConfigError, PlanError
-from a2a_agent.harness.pauses import DEFAULT_IRREVERSIBLE
 from a2a_agent.model import DEFAULT_MODEL
 from a2a_agent.plans import ON_ITEM_FAILURE
 
@@ -29,6 +28,16 @@ from a2a_agent.plans import ON_ITEM_FAILURE
 # cannot express; every in-flight run is recovered only by a process with the same version.
 # 2: typed step results (issue 8); 3: workflow segments and the steps around pauses (issue 10).
 APPLICATION_VERSION = "a2a-agent-3"
+
+# Commands that need a person's approval before they run (A2A_AGENT_IRREVERSIBLE overrides).
+DEFAULT_IRREVERSIBLE = (
+    r"\bgit\s+push\b",
+    r"\brm\s+-[A-Za-z]*(r[A-Za-z]*f|f[A-Za-z]*r)",
+    r"\b(kubectl|helm)\s+(apply|create|delete|install|upgrade|rollout)\b",
+    r"\bterraform\s+(apply|destroy)\b",
+    r"\b(curl|wget)\b.*(-X\s*|--request\s+)(POST|PUT|PATCH|DELETE)\b",
+    r"\bdeploy\b",
+)
 
 # Shipped in the package (a copy of the repository's agent_card.json); A2A_AGENT_CARD overrides.
 PACKAGED_CARD = Path(str(resources.files("a2a_agent").joinpath("agent_card.json")))

@@ -49,7 +49,6 @@ class TaskStore(Protocol):
         page_size: int,
         cursor: str | None,
     ) -> TaskPage: ...
-    async def append_message(self, task_id: str, owner: str, message: JSON) -> TaskRow: ...
     async def cancel_task(self, task_id: str, owner: str, reason: str) -> TaskRow: ...
     async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]: ...
 
@@ -203,21 +202,6 @@ class PostgresTaskStore:
             last = tasks[-1]
             next_cursor = encode_cursor(last.status_at, last.task_id)
         return TaskPage(tasks=tasks, total=total, next_cursor=next_cursor)
-
-    async def append_message(self, task_id: str, owner: str, message: JSON) -> TaskRow:
-        async with self._tx() as conn:
-            cur = await conn.execute(q("lock_owned_task"), {"task_id": task_id, "owner": owner})
-            locked = await cur.fetchone()
-            if locked is None:
-                raise NotFound(task_id)
-            if locked["state"] in TERMINAL_STATES:
-                raise Conflict(f"task {task_id} is {locked['state']}")
-            await conn.execute(q("append_history"), {"task_id": task_id, "message": jsonb(message)})
-            cur = await conn.execute(q("get_task_any_owner"), {"task_id": task_id})
-            row = await cur.fetchone()
-        self._written(task_id)
-        assert row is not None
-        return task_row(row)
 
     async def cancel_task(self, task_id: str, owner: str, reason: str) -> TaskRow:
         async with self._tx() as conn:

@@ -6,12 +6,14 @@ workspace, its git history) as a person would.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from a2a.client.client import Client
@@ -317,7 +319,7 @@ async def test_cancel_while_waiting_closes_the_record(
             task = await wait_for(client, waiting.id, timeout=5)
             if any(a.artifact_id == "report" for a in task.artifacts):
                 break
-            await __import__("asyncio").sleep(0.1)
+            await asyncio.sleep(0.1)
         assert report_of(task)["remaining"] == ["gate"]
     assert rows(
         database_url, "SELECT decision, decided_how FROM pauses WHERE task_id = %s", waiting.id
@@ -333,7 +335,7 @@ async def test_waiting_time_is_not_the_runs_wall_time(
         waiting = await send_waiting(
             client, plan_with([item("gate", "true", "true", irreversible=True)])
         )
-        await __import__("asyncio").sleep(1.5)
+        await asyncio.sleep(1.5)
         await send(client, approval(waiting.id, None, "approve"))
         done = await wait_for(client, waiting.id, timeout=30)
     wall = dict(done.metadata["budget"]["wallS"])
@@ -361,7 +363,7 @@ async def test_a_note_to_a_working_task_reaches_the_model(
         for _ in range(300):  # the model's command is running: its turn is in progress
             if started.exists():
                 break
-            await __import__("asyncio").sleep(0.02)
+            await asyncio.sleep(0.02)
         note = text_to(task.id, "Use lowercase file names only.")
         acknowledged = await send(client, note)
         assert acknowledged.history[-1].message_id == note.message_id
@@ -592,7 +594,7 @@ async def test_a_fact_changed_behind_the_runs_back_is_caught_before_an_irreversi
         while not rows(database_url, "SELECT 1 FROM facts WHERE task_id = %s", task.id):
             wait_for_fact += 1
             assert wait_for_fact < 300, "the fact was never established"
-            await __import__("asyncio").sleep(0.05)
+            await asyncio.sleep(0.05)
         version.write_text("v2\n")  # behind the run's back
         waiting = await wait_for(client, task.id, WAITING, timeout=30)
         asked = request_of(waiting)
@@ -720,7 +722,7 @@ async def test_by_default_a_failed_item_asks_and_the_card_says_so(
     server = start_agent(
         "serve", "pause-18", A2A_AGENT_ON_ITEM_FAILURE="", A2A_AGENT_BUDGET_PAUSE=""
     )
-    card = __import__("httpx").get(f"{server.url}/.well-known/agent-card.json").json()
+    card = httpx.get(f"{server.url}/.well-known/agent-card.json").json()
     (extension,) = card["capabilities"]["extensions"]
     defaults = extension["params"]["policyDefaults"]
     assert defaults["onItemFailure"] == "ask" and defaults["budgetPause"] is True

@@ -99,7 +99,10 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                 "type": "boolean",
                 "description": "A plan drafted by the model waits for approval first.",
             },
-            "onItemFailure": {"enum": list(ON_ITEM_FAILURE), "default": "stop"},
+            "onItemFailure": {
+                "enum": list(ON_ITEM_FAILURE),
+                "description": "Default: the card's policyDefaults.onItemFailure.",
+            },
             "budgetPause": {
                 "type": "boolean",
                 "description": "Wait for approval at the budget's pause point.",

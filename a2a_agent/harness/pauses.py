@@ -41,16 +41,6 @@ OPTIONS: dict[str, list[str]] = {
     "plan_change": ["approve", "reject"],
 }
 GOING_ON = frozenset({"approve", "retry", "answer"})
-ON_ITEM_FAILURE = ("stop", "ask", "skip")
-
-DEFAULT_IRREVERSIBLE = (
-    r"\bgit\s+push\b",
-    r"\brm\s+-[A-Za-z]*(r[A-Za-z]*f|f[A-Za-z]*r)",
-    r"\b(kubectl|helm)\s+(apply|create|delete|install|upgrade|rollout)\b",
-    r"\bterraform\s+(apply|destroy)\b",
-    r"\b(curl|wget)\b.*(-X\s*|--request\s+)(POST|PUT|PATCH|DELETE)\b",
-    r"\bdeploy\b",
-)
 
 
 @dataclass(frozen=True)

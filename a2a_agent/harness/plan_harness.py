@@ -117,7 +117,7 @@ class PlanHarness:
             }
             for i in view.items
         ]
-        return StepResult.ok({"state": view.state, "items": items, "segment": view.segment})
+        return StepResult.ok({"state": view.state, "items": items})
 
     async def begin_task(self, task_id: str) -> StepResult:
         view = await self.ctx.view(task_id)

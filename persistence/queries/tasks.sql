@@ -27,15 +27,6 @@ FROM tasks
 WHERE id = %(task_id)s AND owner = %(owner)s
 FOR UPDATE
 
--- name: append_history
-WITH changed AS (
-    UPDATE tasks
-    SET history = history || jsonb_build_array(%(message)s::jsonb), updated_at = clock_timestamp()
-    WHERE id = %(task_id)s
-    RETURNING id
-)
-SELECT pg_notify('a2a_task_events', id) FROM changed
-
 -- name: events_after
 SELECT seq, body FROM events WHERE task_id = %(task_id)s AND seq > %(after)s ORDER BY seq
 
