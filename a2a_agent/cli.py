@@ -1,4 +1,4 @@
-"""`a2a-agent serve | worker | migrate`."""
+"""`a2a-agent serve | worker | deliver | migrate | push`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import uvicorn
 from dbos import run_dbos_database_migrations
 
 from a2a_agent.database import resolve_database_url, sqlalchemy_url
+from a2a_agent.delivery.process import run_delivery
 from a2a_agent.errors import AgentError, ConfigError
 from a2a_agent.nanny import supervise
 from a2a_agent.runtime import Runtime
@@ -44,12 +45,15 @@ def _parser() -> argparse.ArgumentParser:
         "--executor-id",
         help="stable, unique id of this process (A2A_AGENT_EXECUTOR_ID; default <hostname>-worker)",
     )
-    for command in (serve, worker):
+    deliver = sub.add_parser(
+        "deliver", help="send push notifications from the shared database; no API, no runs"
+    )
+    for command in (serve, worker, deliver):
         command.add_argument(
             "--no-supervise",
             action="store_true",
             help="run in this process instead of a forked child that is replaced at once "
-            "if it is killed",
+            "if it is killed (push notifications are then sent from this process too)",
         )
     sub.add_parser("migrate", help="bring the database schema to the latest version")
     push = sub.add_parser("push", help="dead push deliveries: list them, or retry them")
@@ -82,7 +86,7 @@ async def _push(conninfo: str, args: argparse.Namespace) -> int:
         await pool.close()
 
 
-def _run(args: argparse.Namespace, child: Callable[[], int]) -> int:
+def _guarded(child: Callable[[], int]) -> Callable[[], int]:
     def guarded() -> int:
         try:
             return child()
@@ -90,7 +94,19 @@ def _run(args: argparse.Namespace, child: Callable[[], int]) -> int:
             print(f"a2a-agent: {exc}", file=sys.stderr, flush=True)
             return 2
 
-    return guarded() if args.no_supervise else supervise(guarded)
+    return guarded
+
+
+def _run(
+    args: argparse.Namespace, settings: Settings, conninfo: str, child: Callable[[], int]
+) -> int:
+    """Run `child` (supervised unless --no-supervise), with its push deliverer beside it
+    when it is a worker that delivers from a process of its own."""
+    if args.no_supervise:
+        return _guarded(child)()
+    if settings.run_worker and settings.push_delivery == "process":
+        return supervise(_guarded(child), _guarded(lambda: run_delivery(settings, conninfo)))
+    return supervise(_guarded(child))
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -148,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.port is not None:
                 changes["port"] = args.port
             changes["run_worker"] = not args.no_worker
+        if getattr(args, "no_supervise", False) and settings.push_delivery == "process":
+            changes["push_delivery"] = "inline"  # no nanny to fork the deliverer
         settings = settings.with_overrides(**changes)
         conninfo = resolve_database_url(settings.database_url, settings.home)
         if args.command == "migrate":
@@ -160,7 +178,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "push":
             return asyncio.run(_push(conninfo, args))
         if args.command == "worker":
-            return _run(args, lambda: _run_worker(settings, conninfo))
+            return _run(args, settings, conninfo, lambda: _run_worker(settings, conninfo))
+        if args.command == "deliver":
+            return _run(
+                args,
+                settings.with_overrides(run_worker=False),
+                conninfo,
+                lambda: run_delivery(settings, conninfo),
+            )
         from a2a_agent.app import create_app  # noqa: PLC0415  (serve only: builds the web app)
 
         # The listening socket belongs to the parent, so it survives a replaced child and
@@ -184,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             uvicorn.Server(config).run(sockets=[sock])
             return 0
 
-        return _run(args, serve)
+        return _run(args, settings, conninfo, serve)
     except (AgentError, StoreError) as exc:
         print(f"a2a-agent: {exc}", file=sys.stderr)
         return 2

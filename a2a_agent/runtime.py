@@ -10,13 +10,13 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
 
-import httpx
-
 from a2a_agent.budget import BudgetGuard
 from a2a_agent.database import sqlalchemy_url
-from a2a_agent.delivery.deliverer import DeliveryConfig, PushDeliverer
+from a2a_agent.delivery.deliverer import PushDeliverer
 from a2a_agent.delivery.guard import AllowList
+from a2a_agent.delivery.process import delivery_config
 from a2a_agent.delivery.signing import Signer
+from a2a_agent.delivery.transport import WebhookClient
 from a2a_agent.engine.dbos_engine import DbosEngine
 from a2a_agent.harness.context import HarnessConfig, StepContext
 from a2a_agent.harness.decisions import DecisionSteps
@@ -114,19 +114,13 @@ class Runtime:
         self.replies = PostgresReplyStore(self.pool, self.read_cache)
         self.push = PostgresPushStore(self.pool)
         self.allow = AllowList.parse(settings.push_allow_hosts)
-        self.http = httpx.AsyncClient(follow_redirects=False)
+        self.webhooks = WebhookClient(self.allow)
         self.signer = Signer(settings.url)
         self.deliverer = PushDeliverer(
             self.push,
             self.notifier,
-            allow=self.allow,
-            config=DeliveryConfig(
-                max_attempts=settings.push_max_attempts,
-                max_age_s=settings.push_max_age_s,
-                timeout_s=settings.push_timeout_s,
-                backoff_s=settings.push_backoff_s,
-            ),
-            client=self.http,
+            config=delivery_config(settings),
+            client=self.webhooks,
             signer=self.signer,
         )
         self.registry = WorkerRegistry(
@@ -198,10 +192,10 @@ class Runtime:
         self._stack.push_async_callback(self.notifier.stop)
         if self.model is not None:
             self._stack.push_async_callback(self.model.close)
-        self._stack.push_async_callback(self.http.aclose)
+        self._stack.push_async_callback(self.webhooks.aclose)
         await self.engine.launch()
         self._stack.push_async_callback(self.engine.shutdown)
-        if self.settings.run_worker:
+        if self.settings.run_worker and self.settings.push_delivery == "inline":
             pusher = asyncio.create_task(self.deliverer.run_forever(), name="push-deliverer")
             watch(pusher, "the push deliverer")
             self._stack.push_async_callback(_cancelled, pusher)

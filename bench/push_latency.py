@@ -1,7 +1,8 @@
 """Push notifications: latency from commit to receipt, and notifications per second.
 
 100 tasks (two items of `true` each) with an inline push config each, spread over 10
-receivers on loopback, one of which takes `--slow-s` per call. Phase 1 (live): the tasks run
+receivers on loopback (bench/receivers.py, in a process of their own), one of which takes
+`--slow-s` per call. Phase 1 (live): the tasks run
 and every notification's latency is the receipt time minus its event row's commit time.
 Phase 2 (backlog): the same again with every receiver down (the deliverer backs off), then the
 server is stopped, the backlog released, the server started, and the drain timed.
@@ -19,6 +20,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +36,6 @@ from psycopg.conninfo import make_conninfo
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from tests.support.processes import AgentProcess  # noqa: E402
-from tests.support.receiver import Receiver  # noqa: E402
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -42,6 +43,68 @@ DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else 0.0
+
+
+class Receivers:
+    """The receivers' process, driven over their control endpoints."""
+
+    def __init__(self, count: int, slow_s: float) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "bench" / "receivers.py"),
+                "--count",
+                str(count),
+                "--slow-s",
+                str(slow_s),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.bases: list[str] = json.loads(self.proc.stdout.readline())
+        self.urls = [b + "/hook" for b in self.bases]
+
+    def records(self, n: int) -> list[tuple[str, float, int]]:
+        return [tuple(r) for r in httpx.get(self.bases[n] + "/records", timeout=30).json()]
+
+    def accepted(self, n: int) -> dict[str, float]:
+        """Event id -> first 2xx receipt time."""
+        first: dict[str, float] = {}
+        for event_id, at, status in self.records(n):
+            if 200 <= status < 300:
+                first.setdefault(event_id, at)
+        return first
+
+    def mode(self, status: int, delay_s: float | None = None) -> None:
+        for base in self.bases:
+            params: dict[str, Any] = {"status": status}
+            if delay_s is not None:
+                params["delay_s"] = delay_s
+            httpx.post(base + "/mode", params=params, timeout=30)
+            httpx.post(base + "/clear", timeout=30)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds so far of a process and its live descendants (the server's
+    nanny runs the service as a child)."""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree, ticks = {pid}, 0
+    for _ in range(4):
+        tree |= {p for p, (parent, _t) in stats.items() if parent in tree}
+    ticks = sum(stats[p][1] for p in tree if p in stats)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def submit(url: str, hook: str) -> str:
@@ -74,10 +137,7 @@ class Bench:
         self.home = Path(tempfile.mkdtemp(prefix="a2a-push-"))
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.name)))
-        self.receivers = [Receiver() for _ in range(10)]
-        self.receivers[0].delay_s = slow_s
-        for r in self.receivers:
-            r.thread.start()
+        self.receivers = Receivers(10, slow_s)
         self.proc: AgentProcess | None = None
 
     def start(self, **env: str) -> AgentProcess:
@@ -97,13 +157,23 @@ class Bench:
     def close(self) -> None:
         if self.proc is not None:
             self.proc.kill()
-        for r in self.receivers:
-            r.server.shutdown()
+        self.receivers.close()
         with psycopg.connect(self.server, autocommit=True) as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.name))
             )
         shutil.rmtree(self.home, ignore_errors=True)
+
+    def wait_runs(self) -> None:
+        time.sleep(1)
+        while True:
+            with psycopg.connect(self.url) as conn:
+                row = conn.execute(
+                    "SELECT count(*) FROM tasks WHERE state NOT IN ('completed', 'failed')"
+                ).fetchone()
+            if row is not None and row[0] == 0:
+                return
+            time.sleep(0.2)
 
     def committed(self, task_ids: list[str]) -> dict[str, float]:
         """Each event's commit time (epoch seconds), by event id."""
@@ -115,23 +185,14 @@ class Bench:
             ).fetchall()
         return {f"{t}:{s}": at for t, s, at in rows}
 
-    def wait_all(
-        self, receivers: list[Receiver], expected: dict[str, float], timeout: float
-    ) -> None:
+    def wait_all(self, receivers: list[int], expected: dict[str, float], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         wanted = set(expected)
         while time.monotonic() < deadline:
-            got = {r.event_id for rec in receivers for r in rec.accepted()}
+            got = {e for n in receivers for e in self.receivers.accepted(n)}
             if wanted <= got:
                 return
-            time.sleep(0.1)
-
-
-def received_times(receiver: Receiver) -> dict[str, float]:
-    first: dict[str, float] = {}
-    for r in receiver.accepted():
-        first.setdefault(r.event_id, float(r.headers.get("x-received-at", "0")))
-    return first
+            time.sleep(0.2)
 
 
 def main() -> None:
@@ -144,62 +205,44 @@ def main() -> None:
     out: dict[str, Any] = {}
     try:
         proc = bench.start()
-        healthy, slow = bench.receivers[1:], bench.receivers[0]
-        hooks = [r.url for r in bench.receivers]
+        receivers = bench.receivers
+        healthy = list(range(1, 10))
         began = time.monotonic()
-        tasks = {submit(proc.url, hooks[n % 10]): n % 10 for n in range(args.tasks)}
+        tasks = {submit(proc.url, receivers.urls[n % 10]): n % 10 for n in range(args.tasks)}
         healthy_tasks = [t for t, n in tasks.items() if n != 0]
-        time.sleep(1)
-        while True:  # every run ended
-            with psycopg.connect(bench.url) as conn:
-                row = conn.execute(
-                    "SELECT count(*) FROM tasks WHERE state NOT IN ('completed', 'failed')"
-                ).fetchone()
-            if row is not None and row[0] == 0:
-                break
-            time.sleep(0.2)
+        bench.wait_runs()
         runs_s = time.monotonic() - began
         expected = bench.committed(healthy_tasks)
         bench.wait_all(healthy, expected, timeout=60)
-        latencies = []
-        for rec in healthy:
-            for r in rec.accepted():
-                at = expected.get(r.event_id)
-                if at is not None:
-                    latencies.append((r.received_at - at) * 1000)
-        got_healthy = {r.event_id for rec in healthy for r in rec.accepted()}
+        got = {e: at for n in healthy for e, at in receivers.accepted(n).items()}
+        latencies = [(got[e] - at) * 1000 for e, at in expected.items() if e in got]
         out["live"] = {
             "tasks": args.tasks,
             "runs_done_s": round(runs_s, 2),
             "healthy_notifications": len(latencies),
-            "healthy_missing": len(set(expected) - got_healthy),
+            "healthy_missing": len(set(expected) - set(got)),
             "p50_ms": round(statistics.median(latencies), 1) if latencies else None,
             "p99_ms": round(pct(latencies, 99), 1),
             "max_ms": round(max(latencies), 1) if latencies else None,
-            "slow_received_by_then": len(slow.received),
+            "slow_received_by_then": len(receivers.records(0)),
         }
         # Phase 2: a backlog drained at once (the receivers were down while the runs went).
         proc.stop()
-        for r in bench.receivers:
-            r.received.clear()
-            r.otherwise = 503
-        slow.delay_s = 0.0
+        receivers.mode(503, delay_s=0.0)
         proc = bench.start(A2A_AGENT_PUSH_BACKOFF_S="3600")
-        more = [submit(proc.url, hooks[n % 10]) for n in range(args.tasks)]
-        while True:
-            with psycopg.connect(bench.url) as conn:
-                row = conn.execute(
-                    "SELECT count(*) FROM tasks WHERE state NOT IN ('completed', 'failed')"
-                ).fetchone()
-            if row is not None and row[0] == 0:
-                break
-            time.sleep(0.2)
+        more = [submit(proc.url, receivers.urls[n % 10]) for n in range(args.tasks)]
+        bench.wait_runs()
         proc.stop()
-        for r in bench.receivers:
-            r.received.clear()
-            r.otherwise = 200
+        receivers.mode(200)
         with psycopg.connect(bench.url) as conn:
-            conn.execute("UPDATE push_configs SET attempts = 0, next_attempt_at = now()")
+            conn.execute(
+                "UPDATE push_configs SET attempts = 0, next_attempt_at = now() "
+                "WHERE task_id = ANY(%s)",
+                (more,),
+            )
+            conn.execute(  # the first phase's leftovers (the slow receiver's) are not counted
+                "UPDATE push_configs SET state = 'dead' WHERE NOT task_id = ANY(%s)", (more,)
+            )
         backlog = bench.committed(more)
         with psycopg.connect(bench.url) as conn:
             pending = conn.execute(
@@ -208,18 +251,21 @@ def main() -> None:
                 (more,),
             ).fetchone()
         began = time.monotonic()
-        bench.start()
-        bench.wait_all(bench.receivers, backlog, timeout=120)
+        proc = bench.start()
+        cpu_before = cpu_s(proc.proc.pid)
+        bench.wait_all(list(range(10)), backlog, timeout=120)
         drained_s = time.monotonic() - began
-        sent = sum(len({r.event_id for r in rec.accepted()}) for rec in bench.receivers)
-        first = min(r.received_at for rec in bench.receivers for r in rec.accepted())
-        last = max(r.received_at for rec in bench.receivers for r in rec.accepted())
+        cpu_used = cpu_s(proc.proc.pid) - cpu_before
+        firsts = [receivers.accepted(n) for n in range(10)]
+        times = [at for first in firsts for e, at in first.items() if e in backlog]
+        sent = len(times)
         out["backlog"] = {
             "pending": int(pending[0]) if pending else 0,
             "delivered": sent,
             "restart_to_drained_s": round(drained_s, 2),
-            "first_to_last_s": round(last - first, 2),
-            "notifications_per_s": round(sent / max(last - first, 1e-6)),
+            "first_to_last_s": round(max(times) - min(times), 2),
+            "notifications_per_s": round(sent / max(max(times) - min(times), 1e-6)),
+            "server_cpu_ms_per_notification": round(cpu_used * 1000 / max(sent, 1), 3),
         }
     finally:
         bench.close()
@@ -234,7 +280,8 @@ def main() -> None:
         f"backlog: {backlog_out['delivered']} of {backlog_out['pending']} delivered; "
         f"{backlog_out['notifications_per_s']} notifications/s "
         f"(first to last {backlog_out['first_to_last_s']} s; restart to drained "
-        f"{backlog_out['restart_to_drained_s']} s)"
+        f"{backlog_out['restart_to_drained_s']} s); server CPU "
+        f"{backlog_out['server_cpu_ms_per_notification']} ms per notification"
     )
     print(json.dumps(out))
 

@@ -2,8 +2,9 @@
 
 A config is a row with a cursor (`acked_seq`: the last of its task's events the receiver
 acknowledged). The deliverer claims configs with events after their cursor (a lease, so a
-dead deliverer's claim runs out), sends the events one by one in order, and moves the cursor
-only on a 2xx: at least once, in order per task, and a slow receiver holds only its own row.
+dead deliverer's claim runs out), sends a batch of events one by one in order, and moves the
+cursor past those answered with a 2xx, in one statement that also reads the next batch: at
+least once, in order per task, and a slow receiver holds only its own row.
 """
 
 from __future__ import annotations
@@ -42,13 +43,11 @@ class PushEvent:
 class Claimed:
     config: PushConfig
     context_id: str
-    event: PushEvent | None  # the first event to send, read with the claim
+    events: list[PushEvent]  # the first batch to send, read with the claim
 
 
-def _event(data: Any) -> PushEvent | None:
-    if not data:
-        return None
-    return PushEvent(int(data["seq"]), data["body"], float(data["age_s"]))
+def _events(data: Any) -> list[PushEvent]:
+    return [PushEvent(int(e["seq"]), e["body"], float(e["age_s"])) for e in data or ()]
 
 
 class SigningKeys(Protocol):
@@ -71,10 +70,20 @@ class PushConfigStore(Protocol):
 class PushOutbox(Protocol):
     """What the deliverer (and an operator) needs."""
 
-    async def claim(self, limit: int, lease_s: float) -> list[Claimed]: ...
-    async def delivered(self, config: PushConfig, seq: int, lease_s: float) -> PushEvent | None: ...
+    async def claim(self, limit: int, lease_s: float, batch: int) -> list[Claimed]: ...
+    async def delivered(
+        self, config: PushConfig, from_seq: int, seq: int, *, lease_s: float, batch: int
+    ) -> list[PushEvent] | None: ...
     async def failed(
-        self, config: PushConfig, seq: int, *, error: str, delay_s: float, dead: bool
+        self,
+        config: PushConfig,
+        from_seq: int,
+        seq: int,
+        *,
+        attempts: int,
+        error: str,
+        delay_s: float,
+        dead: bool,
     ) -> None: ...
     async def release(self, config: PushConfig) -> None: ...
     async def dead(self) -> list[PushConfig]: ...
@@ -126,27 +135,50 @@ class PostgresPushStore:
 
     # ---- the deliverer ------------------------------------------------------------------
 
-    async def claim(self, limit: int, lease_s: float) -> list[Claimed]:
-        rows = await self._rows("claim_pushes", {"limit": limit, "lease_s": lease_s})
-        return [Claimed(_config(r), r["context_id"], _event(r["event"])) for r in rows]
+    async def claim(self, limit: int, lease_s: float, batch: int) -> list[Claimed]:
+        rows = await self._rows(
+            "claim_pushes", {"limit": limit, "lease_s": lease_s, "batch": batch}
+        )
+        return [Claimed(_config(r), r["context_id"], _events(r["events"])) for r in rows]
 
-    async def delivered(self, config: PushConfig, seq: int, lease_s: float) -> PushEvent | None:
-        """Move the cursor past `seq`; the event after it, if there is one yet."""
+    async def delivered(
+        self, config: PushConfig, from_seq: int, seq: int, *, lease_s: float, batch: int
+    ) -> list[PushEvent] | None:
+        """Move the cursor from `from_seq - 1` past `seq`; the next batch (empty when caught
+        up), or None when this deliverer's lease ran out and another took the config."""
         rows = await self._rows(
             "push_delivered",
-            {"task_id": config.task_id, "id": config.id, "seq": seq, "lease_s": lease_s},
+            {
+                "task_id": config.task_id,
+                "id": config.id,
+                "from_seq": from_seq,
+                "seq": seq,
+                "lease_s": lease_s,
+                "batch": batch,
+            },
         )
-        return _event(rows[0]["event"]) if rows else None
+        return _events(rows[0]["events"]) if rows else None
 
     async def failed(
-        self, config: PushConfig, seq: int, *, error: str, delay_s: float, dead: bool
+        self,
+        config: PushConfig,
+        from_seq: int,
+        seq: int,
+        *,
+        attempts: int,
+        error: str,
+        delay_s: float,
+        dead: bool,
     ) -> None:
+        """Event `seq` failed (`attempts` times now); those before it were taken."""
         await self._rows(
             "push_failed",
             {
                 "task_id": config.task_id,
                 "id": config.id,
+                "from_seq": from_seq,
                 "seq": seq,
+                "attempts": attempts,
                 "error": error[:500],
                 "delay_s": delay_s,
                 "dead": dead,

@@ -1,13 +1,13 @@
 """Delivering push notifications from the event log.
 
 Each worker runs one deliverer. It claims configs whose task has events after their cursor
-(woken by NOTIFY, and every `poll_s`), and for each claimed config sends the events one at a
-time, in order, moving the cursor on a 2xx. A failure schedules the same event again with
-exponential backoff and jitter; after `max_attempts`, or once the event is older than
-`max_age_s`, the config is dead (visible, retried by an operator: `a2a-agent push retry`).
-Every notification carries its event id (`<task>:<seq>`) in `X-A2A-Event-Id` and in the
-event's metadata, so a receiver drops what it has seen. Configs are worked concurrently: a
-slow receiver holds only its own.
+(woken by NOTIFY, and every `poll_s`) and, for each claimed config, sends its events one at a
+time, in order. Events come in batches, read by the same statement that moves the cursor
+past the previous batch. A failure schedules the failed event again with exponential backoff
+and jitter; after `max_attempts`, or once the event is older than `max_age_s`, the config is
+dead (visible, retried by an operator: `a2a-agent push retry`). Every notification carries
+its event id (`<task>:<seq>`) in `X-A2A-Event-Id` and in the event's metadata, so a receiver
+drops what it has seen. Configs are worked concurrently: a slow receiver holds only its own.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-import httpx
+import httpcore
 from a2a.types.a2a_pb2 import StreamResponse, TaskStatusUpdateEvent
 from google.protobuf.json_format import MessageToDict
 
-from a2a_agent.delivery.guard import AllowList, UrlRefused, check_url
+from a2a_agent.delivery.guard import UrlRefused
 from a2a_agent.delivery.signing import SIGNATURE_HEADER, Signer
+from a2a_agent.delivery.transport import WebhookClient
 from a2a_agent.edge.convert import to_event, with_event_id
 from persistence.errors import StoreError
 from persistence.push import Claimed, PushConfig, PushEvent, PushOutbox
@@ -50,6 +51,7 @@ class DeliveryConfig:
     poll_s: float = 0.5
     concurrency: int = 32
     max_response_bytes: int = 4096
+    batch: int = 50  # events read per statement; a crash re-sends at most one batch
 
 
 def event_id(task_id: str, seq: int) -> str:
@@ -75,14 +77,12 @@ class PushDeliverer:
         outbox: PushOutbox,
         wakeups: Wakeups,
         *,
-        allow: AllowList,
         config: DeliveryConfig,
-        client: httpx.AsyncClient,
+        client: WebhookClient,
         signer: Signer,
     ) -> None:
         self.outbox = outbox
         self.wakeups = wakeups
-        self.allow = allow
         self.config = config
         self.client = client
         self.signer = signer
@@ -102,7 +102,9 @@ class PushDeliverer:
                 free = self.config.concurrency - len(running)
                 if free > 0:
                     try:
-                        claimed = await self.outbox.claim(free, self.config.lease_s)
+                        claimed = await self.outbox.claim(
+                            free, self.config.lease_s, self.config.batch
+                        )
                     except StoreError as exc:
                         log.warning("push: %s", exc)
                         claimed = []
@@ -115,29 +117,31 @@ class PushDeliverer:
 
     async def _deliver(self, claimed: Claimed) -> None:
         config = claimed.config
-        seq, attempts = config.acked_seq + 1, config.attempts
-        event = claimed.event
+        from_seq, events = config.acked_seq + 1, claimed.events
         try:
-            while True:
-                if event is None:
-                    # Caught up. An event committed while this config was leased is claimed
-                    # at once: the loop looks again.
-                    await self.outbox.release(config)
-                    if self._wake is not None:
-                        self._wake.set()
-                    return
-                body = notification(config.task_id, claimed.context_id, event)
-                error = None if body is None else await self._send(config, seq, body)
-                if error is None:
-                    event = await self.outbox.delivered(config, seq, self.config.lease_s)
-                    seq, attempts = seq + 1, 0
+            while events:
+                failure = await self._send_batch(config, claimed.context_id, events)
+                if failure is None:
+                    more = await self.outbox.delivered(
+                        config,
+                        from_seq,
+                        events[-1].seq,
+                        lease_s=self.config.lease_s,
+                        batch=self.config.batch,
+                    )
+                    if more is None:
+                        return  # our lease ran out; another deliverer has the config
+                    from_seq, events = events[-1].seq + 1, more
                     continue
-                attempts += 1
+                event, error = failure
+                attempts = config.attempts + 1 if event.seq == config.acked_seq + 1 else 1
                 dead = attempts >= self.config.max_attempts or event.age_s > self.config.max_age_s
                 delay = min(self.config.backoff_cap_s, self.config.backoff_s * 2 ** (attempts - 1))
                 await self.outbox.failed(
                     config,
-                    seq,
+                    from_seq,
+                    event.seq,
+                    attempts=attempts,
                     error=error,
                     delay_s=delay * random.uniform(0.5, 1.5),
                     dead=dead,
@@ -151,15 +155,27 @@ class PushDeliverer:
                         error,
                     )
                 return
+            # Caught up. An event committed while this config was leased is claimed at
+            # once: the loop looks again.
+            await self.outbox.release(config)
+            if self._wake is not None:
+                self._wake.set()
         except StoreError as exc:
-            log.warning("push: %s (the lease runs out; the event is sent again)", exc)
+            log.warning("push: %s (the lease runs out; the events are sent again)", exc)
+
+    async def _send_batch(
+        self, config: PushConfig, context_id: str, events: list[PushEvent]
+    ) -> tuple[PushEvent, str] | None:
+        """Send `events` in order until one fails: that event and what went wrong."""
+        for event in events:
+            body = notification(config.task_id, context_id, event)
+            error = None if body is None else await self._send(config, event.seq, body)
+            if error is not None:
+                return event, error
+        return None
 
     async def _send(self, config: PushConfig, seq: int, body: bytes) -> str | None:
         """POST one notification: None on a 2xx, else what went wrong."""
-        try:
-            await check_url(config.url, self.allow)
-        except UrlRefused as exc:
-            return str(exc)
         headers = {
             "Content-Type": "application/json",
             EVENT_ID_HEADER: event_id(config.task_id, seq),
@@ -171,18 +187,17 @@ class PushDeliverer:
         if auth.get("scheme"):
             headers["Authorization"] = f"{auth['scheme']} {auth.get('credentials', '')}".strip()
         try:
-            async with self.client.stream(
-                "POST",
+            status = await self.client.post(
                 config.url,
-                content=body,
-                headers=headers,
-                timeout=self.config.timeout_s,
-                follow_redirects=False,
-            ) as response:
-                async for _ in response.aiter_bytes(self.config.max_response_bytes):
-                    break  # the body is not ours to read beyond a few bytes
-                if 200 <= response.status_code < 300:
-                    return None
-                return f"HTTP {response.status_code}"
-        except httpx.HTTPError as exc:
+                body,
+                headers,
+                timeout_s=self.config.timeout_s,
+                max_response_bytes=self.config.max_response_bytes,
+            )
+        except UrlRefused as exc:
+            return str(exc)
+        except httpcore.TimeoutException as exc:
+            return f"no answer within {self.config.timeout_s:g} s ({type(exc).__name__})"
+        except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
             return f"{type(exc).__name__}: {exc}"[:300]
+        return None if 200 <= status < 300 else f"HTTP {status}"

@@ -1,7 +1,8 @@
 """Where a webhook may point: not at this machine, a private network, link-local or cloud
 metadata addresses, unless its host is on the allowlist (A2A_AGENT_PUSH_ALLOW_HOSTS: host
-names or CIDRs). Checked when a config is registered and again before every delivery, since
-what a name resolves to can change.
+names or CIDRs). Checked when a config is registered and again on every connection the
+deliverer opens (`transport.GuardedBackend` connects to the address it checked), since what a
+name resolves to can change.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ async def resolve(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in found})
 
 
-async def check_url(url: str, allow: AllowList) -> None:
-    """Raise UrlRefused, saying why, unless this server may POST to `url`."""
+def check_syntax(url: str) -> tuple[str, int]:
+    """The webhook URL's host and port; UrlRefused unless it is a plain http(s) URL."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UrlRefused(f"a webhook URL must be http(s)://host/...; got {url!r}")
@@ -77,7 +78,11 @@ async def check_url(url: str, allow: AllowList) -> None:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
         raise UrlRefused(f"the webhook URL's port is not a number: {url!r}") from exc
-    addresses = await resolve(host, port)
+    return host, port
+
+
+def check_addresses(host: str, addresses: Sequence[str], allow: AllowList) -> None:
+    """Raise UrlRefused unless `host`, resolving to `addresses`, may be called."""
     if allow.allows(host, addresses):
         return
     private = [a for a in addresses if not _public(a)]
@@ -87,3 +92,9 @@ async def check_url(url: str, allow: AllowList) -> None:
             "link-local and metadata addresses are refused unless the server's "
             "A2A_AGENT_PUSH_ALLOW_HOSTS lists the host"
         )
+
+
+async def check_url(url: str, allow: AllowList) -> None:
+    """Raise UrlRefused, saying why, unless this server may POST to `url`."""
+    host, port = check_syntax(url)
+    check_addresses(host, await resolve(host, port), allow)

@@ -36,30 +36,40 @@ FROM due
 WHERE c.task_id = due.task_id AND c.id = due.id
 RETURNING c.task_id, c.id, c.url, c.token, c.authentication, c.acked_seq, c.attempts,
           (SELECT t.context_id FROM tasks t WHERE t.id = c.task_id) AS context_id,
-          (SELECT jsonb_build_object('seq', e.seq, 'body', e.body,
-                                     'age_s', extract(epoch FROM clock_timestamp() - e.at))
-           FROM events e WHERE e.task_id = c.task_id AND e.seq = c.acked_seq + 1) AS event
+          (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                      'seq', e.seq, 'body', e.body,
+                      'age_s', extract(epoch FROM clock_timestamp() - e.at)) ORDER BY e.seq),
+                    '[]')
+           FROM (SELECT * FROM events e WHERE e.task_id = c.task_id AND e.seq > c.acked_seq
+                 ORDER BY e.seq LIMIT %(batch)s) e) AS events
 
 -- name: push_delivered
--- The cursor moves on; the next event comes back in the same statement.
+-- The cursor moves on past a batch the receiver took (from_seq .. seq); the next batch
+-- comes back in the same statement. No row when the lease was lost (another deliverer).
 UPDATE push_configs
-SET acked_seq = %(seq)s, attempts = 0, last_error = NULL, delivered = delivered + 1,
+SET acked_seq = %(seq)s, attempts = 0, last_error = NULL,
+    delivered = delivered + %(seq)s - acked_seq,
     next_attempt_at = clock_timestamp() + make_interval(secs => %(lease_s)s)
-WHERE task_id = %(task_id)s AND id = %(id)s AND acked_seq = %(seq)s - 1
-RETURNING (SELECT jsonb_build_object('seq', e.seq, 'body', e.body,
-                                     'age_s', extract(epoch FROM clock_timestamp() - e.at))
-           FROM events e WHERE e.task_id = %(task_id)s AND e.seq = %(seq)s + 1) AS event
+WHERE task_id = %(task_id)s AND id = %(id)s AND acked_seq = %(from_seq)s - 1
+RETURNING (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                      'seq', e.seq, 'body', e.body,
+                      'age_s', extract(epoch FROM clock_timestamp() - e.at)) ORDER BY e.seq),
+                    '[]')
+           FROM (SELECT * FROM events e WHERE e.task_id = %(task_id)s AND e.seq > %(seq)s
+                 ORDER BY e.seq LIMIT %(batch)s) e) AS events
 
 -- name: push_released
 UPDATE push_configs SET next_attempt_at = clock_timestamp()
 WHERE task_id = %(task_id)s AND id = %(id)s
 
 -- name: push_failed
+-- What the receiver took before the failure (up to seq - 1) is acknowledged with it.
 UPDATE push_configs
-SET attempts = attempts + 1, last_error = %(error)s,
+SET acked_seq = %(seq)s - 1, delivered = delivered + %(seq)s - 1 - acked_seq,
+    attempts = %(attempts)s, last_error = %(error)s,
     next_attempt_at = clock_timestamp() + make_interval(secs => %(delay_s)s),
     state = CASE WHEN %(dead)s THEN 'dead' ELSE state END
-WHERE task_id = %(task_id)s AND id = %(id)s AND acked_seq = %(seq)s - 1
+WHERE task_id = %(task_id)s AND id = %(id)s AND acked_seq = %(from_seq)s - 1
 
 -- name: dead_pushes
 SELECT task_id, id, url, acked_seq, attempts, delivered, last_error

@@ -35,10 +35,14 @@ class Receiver:
         self.statuses: list[int] = []  # answers to give, in order; then `otherwise`
         self.otherwise = 200
         self.delay_s = 0.0
+        self.location: str | None = None  # sent as Location (to see a redirect not followed)
         self.lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as a real receiver would
+            disable_nagle_algorithm = True  # else the body waits on a delayed ACK
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 raw = self.rfile.read(length)
@@ -59,6 +63,8 @@ class Receiver:
                     )
                 self.send_response(status)
                 self.send_header("content-length", "2")
+                if receiver.location:
+                    self.send_header("location", receiver.location)
                 self.end_headers()
                 self.wfile.write(b"ok")
 
