@@ -18,6 +18,7 @@ from a2a_agent.delivery.process import delivery_config
 from a2a_agent.delivery.signing import Signer
 from a2a_agent.delivery.transport import WebhookClient
 from a2a_agent.engine.dbos_engine import DbosEngine
+from a2a_agent.engine.retention import Retention
 from a2a_agent.harness.context import HarnessConfig, StepContext
 from a2a_agent.harness.decisions import DecisionSteps
 from a2a_agent.harness.effects import Effects
@@ -177,7 +178,11 @@ class Runtime:
             shutdown_grace_s=settings.shutdown_grace_s,
             stuck_after_s=settings.stuck_after_s,
             max_run_age_s=settings.max_run_age_s,
-            push_retention_s=settings.push_retention_s,
+            retention=Retention(
+                workspaces=settings.workspaces,
+                push_s=settings.push_retention_s,
+                task_s=settings.task_retention_s,
+            ),
             fault=FaultPoint(settings.fault_file, "supervisor"),
         )
         self._stack = AsyncExitStack()

@@ -158,6 +158,7 @@ class Settings:
     push_timeout_s: float = 5.0
     push_backoff_s: float = 1.0
     push_retention_s: float = 7 * 24 * 3600.0
+    task_retention_s: float = 30 * 24 * 3600.0  # ended tasks (and their events); 0 keeps them
     # Where this worker's push notifications are sent from: a sibling process of its own
     # (the nanny's second child; the default), this process ("inline"), or nowhere here
     # ("off": an `a2a-agent deliver` process runs elsewhere).
@@ -233,6 +234,7 @@ class Settings:
             push_timeout_s=_float(env, "A2A_AGENT_PUSH_TIMEOUT_S", 5.0),
             push_backoff_s=_float(env, "A2A_AGENT_PUSH_BACKOFF_S", 1.0),
             push_retention_s=_float(env, "A2A_AGENT_PUSH_RETENTION_S", 7 * 24 * 3600.0),
+            task_retention_s=_float(env, "A2A_AGENT_TASK_RETENTION_S", 30 * 24 * 3600.0),
             push_delivery=_choice(
                 env, "A2A_AGENT_PUSH_DELIVERY", ("process", "inline", "off"), "process"
             ),

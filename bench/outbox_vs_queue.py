@@ -110,6 +110,7 @@ def queue(url: str, events: int, rate: float, poll_s: float) -> dict[str, float]
             "log_level": "WARNING",
         }
     )
+
     @DBOS.workflow()
     def deliver(seq: int) -> None:
         with lock:

@@ -32,6 +32,8 @@ CREATE INDEX tasks_unfinished ON tasks (updated_at) WHERE state IN ('submitted',
 CREATE INDEX tasks_open_by_age ON tasks (created_at)
     WHERE state IN ('submitted', 'working', 'input_required');
 CREATE INDEX tasks_resumed ON tasks (updated_at) WHERE segment > 0 AND report IS NULL;
+CREATE INDEX tasks_ended ON tasks (status_at)
+    WHERE state IN ('completed', 'failed', 'canceled', 'rejected');
 
 CREATE TABLE items (
     task_id          text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,

@@ -20,6 +20,8 @@ class WatchdogStore(Protocol):
     async def expired_pauses(self) -> list[ExpiredPause]: ...
     async def segments_to_start(self, older_than_s: float) -> list[tuple[str, int]]: ...
     async def prune_pushes(self, retention_s: float) -> int: ...
+    async def prune_tasks(self, retention_s: float, limit: int) -> list[tuple[str, int]]: ...
+    async def missing_tasks(self, task_ids: list[str]) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,18 @@ class PostgresWatchdogStore:
         async with read(self._pool) as conn:
             cur = await conn.execute(q("prune_pushes"), {"retention_s": retention_s})
             return cur.rowcount
+
+    async def prune_tasks(self, retention_s: float, limit: int) -> list[tuple[str, int]]:
+        """Delete up to `limit` tasks ended more than `retention_s` ago, with all their rows;
+        each deleted task's id and its last segment (its runs' workflow ids follow)."""
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("prune_tasks"), {"retention_s": retention_s, "limit": limit})
+            return [(str(r["id"]), int(r["segment"])) for r in await cur.fetchall()]
+
+    async def missing_tasks(self, task_ids: list[str]) -> list[str]:
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("missing_tasks"), {"ids": task_ids})
+            return [str(r["id"]) for r in await cur.fetchall()]
 
     async def fail_task(self, task_id: str, reason: str) -> bool:
         """End a run as failed from outside it (the run notices, stops its effect and closes

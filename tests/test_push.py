@@ -5,8 +5,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 
 import httpx
 import jwt
@@ -298,3 +302,43 @@ async def test_delivered_configs_of_ended_tasks_are_pruned_and_dead_ones_kept(
         ).fetchone()
     assert dead == [("dead",)]  # kept for an operator
     assert events == (total,)  # the task's events stay as long as the task
+
+
+@pytest.mark.slow
+async def test_the_deliverer_is_a_process_of_its_own_replaced_when_killed(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    server = start_agent("serve", "push-p", **ALLOW)
+    found = re.search(r"deliverer push-p running \(pid (\d+)\)", server.log())
+    deadline = time.monotonic() + 30
+    while found is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        found = re.search(r"deliverer push-p running \(pid (\d+)\)", server.log())
+    assert found is not None, server.log()
+    os.kill(int(found.group(1)), signal.SIGKILL)
+    with receiver() as hook:
+        task = await send_with_push(server.url, hook.url, [item("a", "true", "true")])
+        total = event_count(database_url, task.id)
+        async with a2a_client(server.url) as client:
+            assert (await wait_for(client, task.id, timeout=30)).status.state == COMPLETED
+        total = event_count(database_url, task.id)
+        hook.wait_for(lambda: len({r.seq for r in hook.accepted()}) >= total, timeout=30)
+        assert_all_in_order(hook, task.id, total)
+    assert "was killed by signal 9; starting a new one" in server.log()
+    assert len(re.findall(r"deliverer push-p running", server.log())) == 2
+
+
+async def test_with_delivery_off_a_separate_deliver_process_sends_the_pushes(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    server = start_agent("serve", "push-o", A2A_AGENT_PUSH_DELIVERY="off", **ALLOW)
+    with receiver() as hook:
+        task = await send_with_push(server.url, hook.url, [item("a", "true", "true")])
+        async with a2a_client(server.url) as client:
+            assert (await wait_for(client, task.id, timeout=30)).status.state == COMPLETED
+        assert "deliverer push-o running" not in server.log()
+        assert hook.received == []  # nobody here delivers
+        start_agent("deliver", "push-d", **ALLOW)
+        total = event_count(database_url, task.id)
+        hook.wait_for(lambda: len({r.seq for r in hook.accepted()}) >= total, timeout=30)
+        assert_all_in_order(hook, task.id, total)

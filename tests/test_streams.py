@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import httpx
@@ -22,18 +23,38 @@ def subscribe_body(task_id: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
 
 
+def stream_message_body(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"data": {"plan": {"goal": "streamed", "items": items}}}],
+            }
+        },
+    }
+
+
 def read_sse(
-    url: str, task_id: str, *, headers: dict[str, str] | None = None, stop_after: int = 0
+    url: str,
+    task_id: str,
+    *,
+    headers: dict[str, str] | None = None,
+    stop_after: int = 0,
+    body: dict[str, Any] | None = None,
 ) -> list[tuple[str | None, dict[str, Any]]]:
     """(SSE id, JSON-RPC result) per frame; stop after `stop_after` frames with an id (0: the
-    whole stream)."""
+    whole stream). SubscribeToTask unless `body` says otherwise."""
     frames: list[tuple[str | None, dict[str, Any]]] = []
     with (
         httpx.Client(timeout=60) as client,
         client.stream(
             "POST",
             url,
-            json=subscribe_body(task_id),
+            json=body or subscribe_body(task_id),
             headers={"A2A-Version": "1.0", "Accept": "text/event-stream", **(headers or {})},
         ) as response,
     ):
@@ -67,8 +88,9 @@ async def test_a_raw_sse_client_resumes_after_the_last_event_it_saw(
     server = start_agent("serve", "stream-1")
     async with a2a_client(server.url) as client:
         task = await send(client, plan_message(slow_plan()))
-    first = read_sse(server.url + "/", task.id, stop_after=3)
-    assert "task" in first[0][1] and first[0][0] is None  # the snapshot, then events
+    first = read_sse(server.url + "/", task.id, stop_after=4)
+    # The snapshot first, with the id of the last event it includes; then the events.
+    assert "task" in first[0][1] and first[0][0] == first[0][1]["task"]["metadata"]["eventId"]
     for frame_id, result in first[1:]:
         kind = "statusUpdate" if "statusUpdate" in result else "artifactUpdate"
         assert result[kind]["metadata"]["eventId"] == frame_id  # the id is the event's own
@@ -83,6 +105,21 @@ async def test_a_raw_sse_client_resumes_after_the_last_event_it_saw(
     # Without the header: the same through the URL; and after the end, only what was missed.
     again = read_sse(f"{server.url}/?lastEventId={last}", task.id)
     assert seqs(again) == seqs(rest)
+
+
+async def test_a_streamed_message_cut_off_resumes_from_its_last_event_id(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    server = start_agent("serve", "stream-3")
+    first = read_sse(server.url + "/", "", body=stream_message_body(slow_plan(3)), stop_after=1)
+    snapshot_id, snapshot = first[0]
+    task_id = snapshot["task"]["id"]
+    assert snapshot_id == f"{task_id}:{snapshot['task']['metadata']['seq']:g}"
+    # Cut off right after the first frame: the resume gets every event after it.
+    rest = read_sse(server.url + "/", task_id, headers={"Last-Event-ID": str(snapshot_id)})
+    got = seqs(first) + seqs(rest)
+    assert got == list(range(got[0], event_seq(database_url, task_id) + 1))
+    assert rest[-1][1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
 async def test_the_sdk_client_resumes_with_last_event_id(

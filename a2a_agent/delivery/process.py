@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from contextlib import AsyncExitStack
 
@@ -66,7 +67,7 @@ async def _deliver(settings: Settings, conninfo: str) -> None:
         )
         task = asyncio.create_task(deliverer.run_forever(), name="push-deliverer")
         watch(task, "the push deliverer")
-        log.info("push deliverer running")
+        log.info("deliverer %s running (pid %d)", settings.executor_id, os.getpid())
         await stop.wait()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from a2a.types.a2a_pb2 import (
     Artifact,
@@ -151,11 +151,13 @@ def to_event(
     return None
 
 
-def with_event_id(
-    event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent, task_id: str, seq: int
-) -> TaskStatusUpdateEvent | TaskArtifactUpdateEvent:
+Identified = TypeVar("Identified", TaskStatusUpdateEvent, TaskArtifactUpdateEvent, Task)
+
+
+def with_event_id(event: Identified, task_id: str, seq: int) -> Identified:
     """The event with its id (`<task id>:<seq>`) and number in its metadata: what a stream
-    resumes from and a webhook deduplicates by."""
+    resumes from and a webhook deduplicates by. On a stream's first frame (the task as it
+    is), the id of the last event the snapshot includes."""
     event.metadata.update({"eventId": f"{task_id}:{seq}", "seq": seq})
     return event
 

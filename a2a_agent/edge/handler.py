@@ -377,7 +377,7 @@ class AgentRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         row = await self._submit(params, context)
-        yield to_task(row, None)
+        yield with_event_id(to_task(row, None), row.task_id, row.event_seq)
         async for event in self._follow(row):
             yield event
 
@@ -395,7 +395,7 @@ class AgentRequestHandler(RequestHandler):
             raise UnsupportedOperationError(
                 f"task {row.task_id} is already {row.state}; use GetTask to read its result"
             )
-        yield to_task(row, None)
+        yield with_event_id(to_task(row, None), row.task_id, row.event_seq)
         async for event in self._follow(row):
             yield event
 

@@ -27,7 +27,7 @@ def _event_id(data: bytes) -> str | None:
     result = item.get("result") if isinstance(item, dict) else None
     if not isinstance(result, dict):
         return None
-    for kind in ("statusUpdate", "artifactUpdate"):
+    for kind in ("statusUpdate", "artifactUpdate", "task"):
         event = result.get(kind)
         if isinstance(event, dict):
             found = (event.get("metadata") or {}).get("eventId")

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID
 
 from a2a_agent.engine.gate import StepGate
+from a2a_agent.engine.retention import Pruner, Retention
 from a2a_agent.engine.runner import PlanRunner, workflow_id
 from a2a_agent.engine.supervisor import Supervisor
 from a2a_agent.harness.decisions import DecisionSteps
@@ -26,6 +27,10 @@ from persistence.workers import WorkerRegistry
 log = logging.getLogger(__name__)
 RUN_QUEUE = "a2a-runs"
 APP_NAME = "a2a-agent"
+
+
+def _workflow_ids(task_id: str, last_segment: int) -> list[str]:
+    return [workflow_id(task_id, n) for n in range(last_segment + 1)]
 
 
 class DbosEngine:
@@ -51,7 +56,7 @@ class DbosEngine:
         shutdown_grace_s: float,
         stuck_after_s: float,
         max_run_age_s: float,
-        push_retention_s: float,
+        retention: Retention,
         fault: Callable[[], None] = lambda: None,
     ) -> None:
         self._registry = registry
@@ -93,9 +98,13 @@ class DbosEngine:
             reconcile_interval_s=reconcile_interval_s,
             stuck_after_s=stuck_after_s,
             max_run_age_s=max_run_age_s,
-            push_retention_s=push_retention_s,
+            pruner=Pruner(store, retention, self._forget_runs, _workflow_ids),
             fault=fault,
         )
+
+    async def _forget_runs(self, workflow_ids: list[str]) -> None:
+        """Drop the DBOS records of pruned tasks' runs (their steps' outputs with them)."""
+        await DBOS.delete_workflows_async(workflow_ids, delete_children=True)
 
     async def launch(self) -> None:
         # Claim the executor id before DBOS recovers "our" runs: two live processes with one

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from a2a_agent.engine.retention import Pruner
 from a2a_agent.errors import AgentError
 from persistence.errors import StoreError
 from persistence.replies import Reply, ReplyStore
@@ -30,7 +31,7 @@ class Supervisor:
         reconcile_interval_s: float,
         stuck_after_s: float,
         max_run_age_s: float,
-        push_retention_s: float = 7 * 24 * 3600.0,
+        pruner: Pruner | None = None,
         fault: Callable[[], None] = lambda: None,
     ) -> None:
         self.registry = registry
@@ -43,7 +44,7 @@ class Supervisor:
         self.stop_run = stop_run
         self.stuck_after_s = stuck_after_s
         self.max_run_age_s = max_run_age_s
-        self.push_retention_s = push_retention_s
+        self.pruner = pruner
         self.lost_executor_id = False
         self.fault = fault
 
@@ -102,9 +103,8 @@ class Supervisor:
             # A wait that ended (reply, expiry, cancel) whose next segment was not enqueued.
             for task_id, segment in await self.store.segments_to_start(self.reconcile_interval_s):
                 await self.start_run(task_id, segment)
-            pruned = await self.store.prune_pushes(self.push_retention_s)
-            if pruned:
-                log.info("pruned %d delivered push config(s) of ended tasks", pruned)
+            if self.pruner is not None:
+                await self.pruner.prune()
 
     async def expire_requests(self) -> None:
         """Requests nobody answered in time follow their default, recorded as expired."""

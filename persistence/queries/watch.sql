@@ -37,6 +37,27 @@ WHERE t.id = c.task_id
   AND c.state = 'active' AND c.acked_seq >= t.event_seq
   AND c.next_attempt_at < clock_timestamp() - make_interval(secs => %(retention_s)s)
 
+-- name: prune_tasks
+-- Ended tasks over for longer than retention_s, oldest first: deleted with every row of
+-- theirs (events, items, effects, pushes... all cascade). A task being read or changed right
+-- now is left for the next pass. The NOTIFY drops each from every process's read cache.
+WITH gone AS (
+    DELETE FROM tasks
+    WHERE id IN (SELECT id FROM tasks
+                 WHERE state IN ('completed', 'failed', 'canceled', 'rejected')
+                   AND status_at < clock_timestamp() - make_interval(secs => %(retention_s)s)
+                 ORDER BY status_at
+                 LIMIT %(limit)s
+                 FOR UPDATE SKIP LOCKED)
+    RETURNING id, segment
+)
+SELECT id, segment, pg_notify('a2a_task_events', id) AS told FROM gone
+
+-- name: missing_tasks
+-- Which of these ids (workspace directories on a worker's disk) have no task any more.
+SELECT x.id FROM unnest(%(ids)s::text[]) AS x(id)
+WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = x.id)
+
 -- name: segments_to_start
 -- Tasks whose wait ended (a reply, an expiry, a cancel) but whose next segment may not have
 -- been enqueued (a crash after the commit): enqueueing it again is a no-op in DBOS when it was.

@@ -91,7 +91,8 @@ class AgentProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.role} exited early:\n{self.log()}")
             if self.role != "serve":
-                if f"worker {self.executor_id} running" in self.log():
+                name = "deliverer" if self.role == "deliver" else "worker"
+                if f"{name} {self.executor_id} running" in self.log():
                     return
             else:
                 with contextlib.suppress(httpx.HTTPError):

@@ -1,0 +1,100 @@
+"""What is kept, and for how long: delivered push configs and ended tasks.
+
+Every worker's supervisor prunes on its reconcile pass. An ended task (completed, failed,
+canceled, rejected) is deleted `task_s` after it ended, with every row of its own (events
+included: a task's events live exactly as long as the task), its runs' DBOS workflows and
+its workspace. A crash between the delete and the clean-up leaves a workspace directory with
+no task; the sweep (at start and then hourly) removes those, also the ones on this machine
+of tasks another worker pruned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from persistence.watch import WatchdogStore
+
+log = logging.getLogger(__name__)
+BATCH = 200
+SWEEP_INTERVAL_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Retention:
+    workspaces: Path
+    push_s: float = 7 * 24 * 3600.0
+    task_s: float = 30 * 24 * 3600.0  # 0 keeps ended tasks for ever
+
+
+def _remove(path: Path) -> None:
+    def failed(function: object, name: str, exc_info: object) -> None:
+        log.warning("retention: could not remove %s (%s)", name, exc_info)
+
+    if path.is_dir():
+        shutil.rmtree(path, onerror=failed)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def remove_workspace(workspaces: Path, task_id: str) -> None:
+    _remove(workspaces / task_id)
+    _remove(workspaces / ".effects" / f"{task_id}.json")
+
+
+class Pruner:
+    def __init__(
+        self,
+        store: WatchdogStore,
+        retention: Retention,
+        forget_runs: Callable[[list[str]], Awaitable[None]],
+        workflow_ids: Callable[[str, int], list[str]],
+    ) -> None:
+        self.store = store
+        self.retention = retention
+        self.forget_runs = forget_runs
+        self.workflow_ids = workflow_ids
+        self._swept_at: float | None = None
+
+    async def prune(self) -> None:
+        pruned = await self.store.prune_pushes(self.retention.push_s)
+        if pruned:
+            log.info("pruned %d delivered push config(s) of ended tasks", pruned)
+        if self.retention.task_s <= 0:
+            return
+        while True:
+            tasks = await self.store.prune_tasks(self.retention.task_s, BATCH)
+            if not tasks:
+                break
+            await self.forget_runs([w for t, s in tasks for w in self.workflow_ids(t, s)])
+            for task_id, _ in tasks:
+                await asyncio.to_thread(remove_workspace, self.retention.workspaces, task_id)
+            log.info(
+                "pruned %d task(s) ended more than %g s ago", len(tasks), self.retention.task_s
+            )
+            if len(tasks) < BATCH:
+                break
+        if self._swept_at is None or time.monotonic() - self._swept_at >= SWEEP_INTERVAL_S:
+            await self.sweep()
+            self._swept_at = time.monotonic()
+
+    async def sweep(self) -> None:
+        """Remove workspace directories here whose task no longer exists."""
+        root = self.retention.workspaces
+        names = await asyncio.to_thread(
+            lambda: (
+                [e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")]
+                if root.is_dir()
+                else []
+            )
+        )
+        for start in range(0, len(names), 1000):
+            for task_id in await self.store.missing_tasks(names[start : start + 1000]):
+                await asyncio.to_thread(remove_workspace, root, task_id)
+                log.info("removed the workspace of pruned task %s", task_id)

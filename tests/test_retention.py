@@ -1,0 +1,74 @@
+"""Retention: ended tasks go, with all their rows, runs and workspace; nothing else does."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
+from a2a.utils.errors import TaskNotFoundError
+
+from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
+from tests.support.processes import StartAgent
+from tests.support.waiting import wait_for_row
+
+FAST = {"A2A_AGENT_RECONCILE_INTERVAL_S": "0.5"}
+
+
+def rows_of(database_url: str, task_id: str) -> dict[str, int]:
+    counts = {}
+    with psycopg.connect(database_url) as conn:
+        for table in ("tasks", "items", "events", "transitions", "effects"):
+            column = "id" if table == "tasks" else "task_id"
+            row = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE {column} = %s",
+                (task_id,),
+            ).fetchone()
+            counts[table] = row[0] if row else 0
+        row = conn.execute(
+            "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE %s",
+            (task_id + "%",),
+        ).fetchone()
+        counts["workflows"] = row[0] if row else 0
+    return counts
+
+
+async def test_ended_tasks_are_deleted_after_the_retention_and_running_ones_kept(
+    start_agent: StartAgent, database_url: str, home: Path
+) -> None:
+    orphan = home / "workspaces" / "no-such-task"  # a workspace whose task was pruned elsewhere
+    orphan.mkdir(parents=True)
+    server = start_agent("serve", "keep-1", A2A_AGENT_TASK_RETENTION_S="3", **FAST)
+    async with a2a_client(server.url) as client:
+        done = await send(client, plan_message([item("a", "echo hi > a.txt", "test -f a.txt")]))
+        failed = await send(client, plan_message([item("b", "true", "false")]))
+        running = await send(client, plan_message([item("c", "sleep 60", "true")]))
+        assert (await wait_for(client, done.id)).status.state == TaskState.TASK_STATE_COMPLETED
+        assert (await wait_for(client, failed.id)).status.state == TaskState.TASK_STATE_FAILED
+        before = rows_of(database_url, done.id)
+        assert min(before.values()) > 0, before
+        assert (home / "workspaces" / done.id / "a.txt").exists()
+        wait_for_row(
+            database_url,
+            "SELECT count(*) = 0 FROM tasks WHERE id = ANY(%s)",
+            ([done.id, failed.id],),
+            what="both ended tasks pruned",
+        )
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id=done.id))
+        kept = await client.get_task(GetTaskRequest(id=running.id))
+        assert kept.status.state == TaskState.TASK_STATE_WORKING
+    deadline = time.monotonic() + 10  # the rows go first, then the runs and the directory
+    while time.monotonic() < deadline and any(
+        (home / "workspaces" / t).exists() for t in (done.id, failed.id)
+    ):
+        time.sleep(0.05)
+    for task_id in (done.id, failed.id):
+        assert set(rows_of(database_url, task_id).values()) == {0}
+        assert not (home / "workspaces" / task_id).exists()
+    assert rows_of(database_url, running.id)["tasks"] == 1
+    assert (home / "workspaces" / running.id).exists()
+    assert not orphan.exists()
+    assert "pruned 1 task(s)" in server.log() or "pruned 2 task(s)" in server.log()
