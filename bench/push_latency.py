@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -105,6 +106,29 @@ def cpu_s(pid: int) -> float:
         tree |= {p for p, (parent, _t) in stats.items() if parent in tree}
     ticks = sum(stats[p][1] for p in tree if p in stats)
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+class StreamWatch:
+    """A SubscribeToTask stream on one task, read in a thread: each event id's arrival."""
+
+    def __init__(self, url: str, task_id: str) -> None:
+        self.arrived: dict[str, float] = {}
+        self.opened_at = time.time() + 3600.0  # until the first frame came
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
+        self.thread = threading.Thread(target=self._read, args=(url, body), daemon=True)
+        self.thread.start()
+
+    def _read(self, url: str, body: dict[str, Any]) -> None:
+        headers = {"A2A-Version": "1.0", "Accept": "text/event-stream"}
+        with (
+            httpx.Client(timeout=120) as client,
+            client.stream("POST", url + "/", json=body, headers=headers) as response,
+        ):
+            for line in response.iter_lines():
+                if line.startswith("id:") and not self.arrived:
+                    self.opened_at = time.time()
+                if line.startswith("id:"):
+                    self.arrived.setdefault(line[3:].strip(), time.time())
 
 
 def submit(url: str, hook: str) -> str:
@@ -210,12 +234,20 @@ def main() -> None:
         began = time.monotonic()
         tasks = {submit(proc.url, receivers.urls[n % 10]): n % 10 for n in range(args.tasks)}
         healthy_tasks = [t for t, n in tasks.items() if n != 0]
+        # A stream on the last task whose webhook is the slow receiver.
+        watched = [t for t, n in tasks.items() if n == 0][-1]
+        stream = StreamWatch(proc.url, watched)
         bench.wait_runs()
         runs_s = time.monotonic() - began
         expected = bench.committed(healthy_tasks)
         bench.wait_all(healthy, expected, timeout=60)
         got = {e: at for n in healthy for e, at in receivers.accepted(n).items()}
         latencies = [(got[e] - at) * 1000 for e, at in expected.items() if e in got]
+        stream.thread.join(30)
+        streamed = bench.committed([watched])
+        stream_ms = [
+            (stream.arrived[e] - at) * 1000 for e, at in streamed.items() if e in stream.arrived
+        ]
         out["live"] = {
             "tasks": args.tasks,
             "runs_done_s": round(runs_s, 2),
@@ -225,6 +257,9 @@ def main() -> None:
             "p99_ms": round(pct(latencies, 99), 1),
             "max_ms": round(max(latencies), 1) if latencies else None,
             "slow_received_by_then": len(receivers.records(0)),
+            "stream_events": len(stream_ms),
+            "stream_p50_ms": round(statistics.median(stream_ms), 1) if stream_ms else None,
+            "stream_max_ms": round(max(stream_ms), 1) if stream_ms else None,
         }
         # Phase 2: a backlog drained at once (the receivers were down while the runs went).
         proc.stop()
@@ -274,7 +309,9 @@ def main() -> None:
         f"live: {live['tasks']} tasks, runs done in {live['runs_done_s']} s; healthy receivers "
         f"got {live['healthy_notifications']} notifications ({live['healthy_missing']} missing): "
         f"p50 {live['p50_ms']} ms, p99 {live['p99_ms']} ms, max {live['max_ms']} ms; the slow "
-        f"receiver ({args.slow_s:g} s per call) had {live['slow_received_by_then']} by then"
+        f"receiver ({args.slow_s:g} s per call) had {live['slow_received_by_then']} by then; "
+        f"a stream on one of its tasks got {live['stream_events']} events, p50 "
+        f"{live['stream_p50_ms']} ms, max {live['stream_max_ms']} ms after their commit"
     )
     print(
         f"backlog: {backlog_out['delivered']} of {backlog_out['pending']} delivered; "
