@@ -9,14 +9,17 @@ from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
 from a2a.server.routes.rest_routes import create_rest_routes
 from starlette.applications import Starlette
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from a2a_agent.edge.auth import KeyVerifier, RequireKey
 from a2a_agent.edge.card import CACHE_CONTROL, load_card, schema_routes
 from a2a_agent.edge.fast_reads import FastGetTask
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
+from a2a_agent.edge.request_checks import StrictContentType
 from a2a_agent.edge.streams import ResumableStreams
 from a2a_agent.runtime import Runtime, plan_limits
 from a2a_agent.settings import Settings
@@ -94,4 +97,11 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
     app.state.runtime = runtime
     app.add_middleware(FastGetTask, handler=handler, path=JSONRPC_PATH)
     app.add_middleware(ResumableStreams)
+    # Outermost last: the Host check, then the body's type, then the key, before anything
+    # reads the request.
+    app.add_middleware(
+        RequireKey, verifier=None if settings.insecure_open else KeyVerifier(runtime.keys)
+    )
+    app.add_middleware(StrictContentType)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.host_names)
     return app

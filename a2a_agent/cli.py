@@ -1,9 +1,10 @@
-"""`a2a-agent serve | worker | deliver | migrate | push`."""
+"""`a2a-agent serve | worker | deliver | migrate | push | keys`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import signal
 import socket
@@ -15,12 +16,14 @@ from dbos import run_dbos_database_migrations
 
 from a2a_agent.database import resolve_database_url, sqlalchemy_url
 from a2a_agent.delivery.process import run_delivery
+from a2a_agent.edge.auth import DEFAULT_SCOPES, SCOPES, new_key
 from a2a_agent.errors import AgentError, ConfigError
 from a2a_agent.nanny import supervise
 from a2a_agent.runtime import Runtime
 from a2a_agent.settings import Settings
 from persistence.db import create_pool
 from persistence.errors import StoreError
+from persistence.keys import PostgresKeyStore
 from persistence.migrate import migrate
 from persistence.push import PostgresPushStore
 
@@ -56,6 +59,21 @@ def _parser() -> argparse.ArgumentParser:
             "if it is killed (push notifications are then sent from this process too)",
         )
     sub.add_parser("migrate", help="bring the database schema to the latest version")
+    keys = sub.add_parser("keys", help="API keys: create one, list them, revoke one")
+    keys_sub = keys.add_subparsers(dest="action", required=True)
+    create = keys_sub.add_parser("create", help="make a key (printed once)")
+    create.add_argument("--principal", required=True, help="who the key is: owns its tasks")
+    create.add_argument(
+        "--scope",
+        action="append",
+        choices=SCOPES,
+        help=f"repeat for each; default {' '.join(DEFAULT_SCOPES)} ('run': plans with run "
+        "commands)",
+    )
+    create.add_argument("--name", default="", help="a note on what the key is for")
+    keys_sub.add_parser("list", help="every key: id, principal, scopes, revoked or not")
+    revoke = keys_sub.add_parser("revoke", help="stop a key working (within seconds)")
+    revoke.add_argument("key_id")
     push = sub.add_parser("push", help="dead push deliveries: list them, or retry them")
     push.add_argument("action", choices=("dead", "retry"))
     push.add_argument("task_id", nargs="?", help="retry: the task whose dead configs to retry")
@@ -95,6 +113,49 @@ def _guarded(child: Callable[[], int]) -> Callable[[], int]:
             return 2
 
     return guarded
+
+
+async def _keys(conninfo: str, args: argparse.Namespace) -> int:
+    await migrate(conninfo)
+    pool = create_pool(conninfo, max_size=2)
+    await pool.open(wait=True, timeout=30)
+    try:
+        store = PostgresKeyStore(pool)
+        if args.action == "create":
+            try:
+                token, stored = new_key(
+                    args.principal, tuple(args.scope or DEFAULT_SCOPES), args.name
+                )
+            except ValueError as exc:
+                print(f"a2a-agent keys create: {exc}", file=sys.stderr)
+                return 2
+            await store.create(stored)
+            print(token)
+            print(
+                f"key {stored.id} for {stored.principal}: {' '.join(stored.scopes)} "
+                "(shown once; send as 'Authorization: Bearer <key>')",
+                file=sys.stderr,
+            )
+            return 0
+        if args.action == "list":
+            for key in await store.keys():
+                revoked = f" revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else ""
+                print(f"{key.id} {key.principal} [{' '.join(key.scopes)}] {key.name}{revoked}")
+            return 0
+        if await store.revoke(args.key_id):
+            print(f"revoked {args.key_id}")
+            return 0
+        print(f"a2a-agent keys revoke: no active key {args.key_id!r}", file=sys.stderr)
+        return 2
+    finally:
+        await pool.close()
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _run(
@@ -167,6 +228,12 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "no_supervise", False) and settings.push_delivery == "process":
             changes["push_delivery"] = "inline"  # no nanny to fork the deliverer
         settings = settings.with_overrides(**changes)
+        if settings.insecure_open and args.command == "serve" and not _loopback(settings.host):
+            raise ConfigError(
+                f"A2A_AGENT_INSECURE_OPEN=1 turns authentication off, so it is refused with "
+                f"--host {settings.host}: anyone reaching the port could run commands. Bind "
+                "127.0.0.1 (or ::1), or leave it unset and use API keys (a2a-agent keys create)"
+            )
         conninfo = resolve_database_url(settings.database_url, settings.home)
         if args.command == "migrate":
             applied = asyncio.run(migrate(conninfo))
@@ -177,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "push":
             return asyncio.run(_push(conninfo, args))
+        if args.command == "keys":
+            return asyncio.run(_keys(conninfo, args))
         if args.command == "worker":
             return _run(args, settings, conninfo, lambda: _run_worker(settings, conninfo))
         if args.command == "deliver":

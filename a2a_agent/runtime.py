@@ -17,6 +17,7 @@ from a2a_agent.delivery.guard import AllowList
 from a2a_agent.delivery.process import delivery_config
 from a2a_agent.delivery.signing import Signer
 from a2a_agent.delivery.transport import WebhookClient
+from a2a_agent.edge.admin_key import ensure_admin_key
 from a2a_agent.engine.dbos_engine import DbosEngine
 from a2a_agent.engine.retention import Retention
 from a2a_agent.harness.context import HarnessConfig, StepContext
@@ -36,6 +37,7 @@ from persistence.cache import TaskReadCache
 from persistence.db import create_pool
 from persistence.errors import StoreError
 from persistence.health import DatabaseHealth
+from persistence.keys import PostgresKeyStore
 from persistence.ledger import PostgresLedger
 from persistence.migrate import latest_version, migrate
 from persistence.notify import TaskNotifier
@@ -114,6 +116,7 @@ class Runtime:
         self.decisions = DecisionSteps(self.context, endings, pauses)
         self.replies = PostgresReplyStore(self.pool, self.read_cache)
         self.push = PostgresPushStore(self.pool)
+        self.keys = PostgresKeyStore(self.pool)
         self.allow = AllowList.parse(settings.push_allow_hosts)
         self.webhooks = WebhookClient(self.allow)
         self.signer = Signer(settings.url)
@@ -193,6 +196,8 @@ class Runtime:
         await self.pool.open(wait=True, timeout=30)
         self._stack.push_async_callback(self.pool.close)
         await self.signer.load(self.push)
+        if self.role == "serve" and not self.settings.insecure_open:
+            await ensure_admin_key(self.keys, self.settings.home)
         watch(await self.notifier.start(), "the event listener (LISTEN, cache invalidation)")
         self._stack.push_async_callback(self.notifier.stop)
         if self.model is not None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from a2a_agent.budget import (
     DEFAULT_LIMITS,
@@ -116,6 +117,8 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     public_url: str | None = None
+    insecure_open: bool = False  # no authentication (loopback only): local experiments
+    allowed_hosts: tuple[str, ...] = ()  # Host headers accepted beside the bind and public URL
     executor_id: str = ""
     run_worker: bool = True
     worker_concurrency: int = 4
@@ -175,6 +178,18 @@ class Settings:
     def url(self) -> str:
         return self.public_url or f"http://{self.host}:{self.port}"
 
+    @property
+    def host_names(self) -> list[str]:
+        """Host headers this server answers to (DNS rebinding sends another name)."""
+        names = {"localhost", "127.0.0.1", "::1", "[::1]", self.host.lower(), *self.allowed_hosts}
+        if self.public_url:
+            public = urlsplit(self.public_url).hostname
+            if public:
+                names.add(public.lower())
+        if self.host in ("0.0.0.0", "::") and not self.allowed_hosts and not self.public_url:
+            return ["*"]  # bound everywhere and told no name: every name (keys still apply)
+        return sorted(names)
+
     def with_overrides(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 
@@ -195,6 +210,12 @@ class Settings:
             host=env.get("A2A_AGENT_HOST") or "127.0.0.1",
             port=port,
             public_url=env.get("A2A_AGENT_PUBLIC_URL") or None,
+            insecure_open=_choice(env, "A2A_AGENT_INSECURE_OPEN", ("0", "1"), "0") == "1",
+            allowed_hosts=tuple(
+                h.strip().lower()
+                for h in (env.get("A2A_AGENT_ALLOWED_HOSTS") or "").split(",")
+                if h.strip()
+            ),
             executor_id=executor_id,
             worker_concurrency=_int(env, "A2A_AGENT_WORKER_CONCURRENCY", 4, minimum=1),
             max_message_bytes=_int(env, "A2A_AGENT_MAX_MESSAGE_BYTES", 256 * 1024, minimum=1024),

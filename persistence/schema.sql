@@ -234,3 +234,13 @@ CREATE TABLE signing_keys (
 );
 
 -- SQL functions live in functions.sql, applied after the tables on every migrate.
+
+CREATE TABLE api_keys (
+    id          text PRIMARY KEY,
+    principal   text NOT NULL,
+    name        text NOT NULL DEFAULT '',
+    scopes      text[] NOT NULL,
+    secret_hash text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    revoked_at  timestamptz
+);

@@ -90,8 +90,11 @@ class FastGetTask:
             isinstance(history, bool) or not isinstance(history, int) or history < 0
         ):
             return None
+        owner = _reader(scope)
+        if owner is None:
+            return None  # the SDK's route refuses it, saying why
         try:
-            row = await self.handler.store.get_task(task_id, _owner(scope))
+            row = await self.handler.store.get_task(task_id, owner)
         except StoreError:
             return None  # the SDK's route says what went wrong
         if row is None:
@@ -118,10 +121,12 @@ class FastGetTask:
         return data
 
 
-def _owner(scope: Scope) -> str:
-    """As the handler does: the authenticated user's name, else no owner."""
-    user = scope.get("user")
-    return str(user.user_name) if user is not None and user.is_authenticated else ""
+def _reader(scope: Scope) -> str | None:
+    """As the handler does: the caller's principal when its key may read, else None."""
+    user, auth = scope.get("user"), scope.get("auth")
+    if user is None or auth is None or "read" not in auth.scopes:
+        return None
+    return str(user.display_name) if user.is_authenticated else ""
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

@@ -40,6 +40,7 @@ from a2a.utils.errors import (
 )
 
 from a2a_agent.delivery.guard import AllowList, UrlRefused, check_url
+from a2a_agent.edge import scopes
 from a2a_agent.edge.answers import (
     ReplyIntent,
     from_approval,
@@ -121,11 +122,6 @@ def _last_event_id(context: ServerCallContext, row: TaskRow) -> int | None:
     return int(number)
 
 
-def _owner(context: ServerCallContext) -> str:
-    user = context.user
-    return user.user_name if user.is_authenticated else ""
-
-
 @dataclass
 class AgentRequestHandler(RequestHandler):
     store: TaskStore
@@ -156,7 +152,7 @@ class AgentRequestHandler(RequestHandler):
         history = params.history_length if params.HasField("history_length") else None
         if history is not None and history < 0:
             raise InvalidParamsError("historyLength must be 0 or more")
-        return self.task_of(await self._load(params.id, _owner(context)), history)
+        return self.task_of(await self._load(params.id, scopes.owner(context, "read")), history)
 
     def task_of(self, row: TaskRow, history: int | None) -> Task:
         """The Task for `row`, converted once per row object: the store's read cache hands out
@@ -189,7 +185,7 @@ class AgentRequestHandler(RequestHandler):
         )
         try:
             page = await self.store.list_tasks(
-                _owner(context),
+                scopes.owner(context, "read"),
                 context_id=params.context_id or None,
                 state=state,
                 after=after,
@@ -212,8 +208,8 @@ class AgentRequestHandler(RequestHandler):
     async def _submit(self, params: SendMessageRequest, context: ServerCallContext) -> TaskRow:
         """Validate and store a message: a new task, or a follow-up to one. A messageId this
         caller sent before is never applied twice: the task it made comes back as it is now."""
-        owner = _owner(context)
         message = params.message
+        caller = scopes.owner(context, "approve" if message.task_id else "submit")
         inline = None
         if params.configuration.HasField("task_push_notification_config"):
             inline = params.configuration.task_push_notification_config
@@ -233,14 +229,16 @@ class AgentRequestHandler(RequestHandler):
             raise InvalidParamsError(str(exc)) from exc
         try:
             if message.task_id:
-                return await self._follow_up(owner, message)
+                return await self._follow_up(caller, message)
             task_id = str(uuid.uuid4())
             context_id = message.context_id or str(uuid.uuid4())
             message.task_id, message.context_id = task_id, context_id
             try:
-                new = self.intake.new_task(task_id, owner, context_id, message)
+                new = self.intake.new_task(task_id, caller, context_id, message)
             except PlanError as exc:
                 raise InvalidParamsError(str(exc)) from exc
+            if any(i.run for i in new.items):
+                scopes.require(context, "run")
             submitted = await self.store.create_task(new)
         except CannotContinue as exc:
             raise InvalidParamsError(_cannot_continue(exc)) from exc
@@ -248,7 +246,7 @@ class AgentRequestHandler(RequestHandler):
             raise InternalError(f"{exc}; nothing was stored, send the message again") from exc
         row = submitted.row
         if inline is not None and not submitted.repeated:
-            await self._register(row.task_id, owner, inline, from_seq=0)
+            await self._register(row.task_id, caller, inline, from_seq=0)
         if submitted.repeated:
             if not submitted.same_message:
                 raise InvalidParamsError(_reused(message.message_id, row.task_id))
@@ -384,7 +382,7 @@ class AgentRequestHandler(RequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        row = await self._load(params.id, _owner(context))
+        row = await self._load(params.id, scopes.owner(context, "read"))
         after = _last_event_id(context, row)
         if after is not None:
             # A reconnect: exactly the events after the last one the client saw.
@@ -425,10 +423,12 @@ class AgentRequestHandler(RequestHandler):
                     continue
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
-        owner = _owner(context)
-        was_waiting = (await self._load(params.id, owner)).state == "input_required"
+        caller = scopes.owner(context, "submit")
+        was_waiting = (await self._load(params.id, caller)).state == "input_required"
         try:
-            row = await self.store.cancel_task(params.id, owner, "canceled at the caller's request")
+            row = await self.store.cancel_task(
+                params.id, caller, "canceled at the caller's request"
+            )
         except NotFound as exc:
             raise TaskNotFoundError(f"task {params.id!r} does not exist") from exc
         except Conflict as exc:
@@ -472,11 +472,11 @@ class AgentRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        owner = _owner(context)
-        row = await self._load(params.task_id, owner)
+        caller = scopes.owner(context, "read")
+        row = await self._load(params.task_id, caller)
         # From now on: the task's events so far are in GetTask; a config given with the
         # first message (SendMessage's configuration) gets every event.
-        return await self._register(row.task_id, owner, params, from_seq=row.event_seq)
+        return await self._register(row.task_id, caller, params, from_seq=row.event_seq)
 
     async def _configs(self, task_id: str, owner: str, config_id: str | None) -> list[PushConfig]:
         await self._load(task_id, owner)
@@ -488,7 +488,9 @@ class AgentRequestHandler(RequestHandler):
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        found = await self._configs(params.task_id, _owner(context), params.id or None)
+        found = await self._configs(
+            params.task_id, scopes.owner(context, "read"), params.id or None
+        )
         if not found:
             raise InvalidParamsError(f"task {params.task_id} has no push config {params.id!r}")
         return _config_out(found[0])
@@ -496,15 +498,15 @@ class AgentRequestHandler(RequestHandler):
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        found = await self._configs(params.task_id, _owner(context), None)
+        found = await self._configs(params.task_id, scopes.owner(context, "read"), None)
         return ListTaskPushNotificationConfigsResponse(configs=[_config_out(c) for c in found])
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        owner = _owner(context)
-        await self._load(params.task_id, owner)
-        if not await self.push.delete(params.task_id, owner, params.id):
+        caller = scopes.owner(context, "read")
+        await self._load(params.task_id, caller)
+        if not await self.push.delete(params.task_id, caller, params.id):
             raise InvalidParamsError(f"task {params.task_id} has no push config {params.id!r}")
 
     async def on_get_extended_agent_card(

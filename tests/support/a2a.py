@@ -35,8 +35,11 @@ TERMINAL: set[int] = {
 
 
 @asynccontextmanager
-async def a2a_client(url: str, *, streaming: bool = False) -> AsyncIterator[Client]:
-    async with httpx.AsyncClient(timeout=60) as http:
+async def a2a_client(
+    url: str, *, streaming: bool = False, key: str | None = None
+) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx.AsyncClient(timeout=60, headers=headers) as http:
         client = await create_client(url, ClientConfig(streaming=streaming, httpx_client=http))
         try:
             yield client

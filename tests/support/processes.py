@@ -58,6 +58,9 @@ class AgentProcess:
             # tests of pauses ask for them in the task's policy.
             "A2A_AGENT_ON_ITEM_FAILURE": "stop",
             "A2A_AGENT_BUDGET_PAUSE": "off",
+            # Most tests are about runs, not callers: no keys (loopback only). The tests of
+            # authentication (test_auth.py) turn it back on.
+            "A2A_AGENT_INSECURE_OPEN": "1",
             "PYTHONPATH": str(code_dir),
             **(env or {}),
         }

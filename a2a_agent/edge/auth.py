@@ -1,0 +1,155 @@
+"""Who is calling: API keys, checked before anything else reads the request.
+
+A key is `a2a_<id>_<secret>`, sent as `Authorization: Bearer <key>`. The store keeps the
+principal, the scopes and a SHA-256 of the secret (the secret is 256 random bits, so a
+plain hash is enough; nothing slower is needed to resist guessing). Each process remembers a
+verified key for `ttl_s`, so a revoked key stops working within that time; GetTask, the call
+made most, costs no query for its key.
+
+`RequireKey` answers 401 to any request without a valid key, except the public paths (the
+card, health, the JWKS receivers verify with, the schemas the card links to). It puts the
+principal where the a2a-sdk looks for the caller (`scope["user"]`, its `display_name` is
+the tasks' owner) and the scopes in `scope["auth"]`; the handler checks scopes per method.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from dataclasses import dataclass
+
+from starlette.authentication import AuthCredentials, SimpleUser
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from persistence.errors import StoreError
+from persistence.keys import KeyStore, StoredKey
+
+SCOPES = ("read", "submit", "run", "approve", "operator")
+DEFAULT_SCOPES = ("read", "submit", "approve")  # `run` (commands of the caller's) on request
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
+PUBLIC_PREFIXES = ("/.well-known/", "/schemas/")
+OPEN_PRINCIPAL = ""  # the owner of every task when authentication is off
+
+
+@dataclass(frozen=True)
+class Caller:
+    principal: str
+    scopes: frozenset[str]
+    key_id: str | None
+
+
+def secret_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def new_key(principal: str, scopes: tuple[str, ...], name: str = "") -> tuple[str, StoredKey]:
+    """A fresh key: the text to hand out (shown once) and what is stored of it."""
+    unknown = sorted(set(scopes) - set(SCOPES))
+    if unknown:
+        raise ValueError(f"unknown scope(s) {', '.join(unknown)}; scopes are {', '.join(SCOPES)}")
+    if not principal.strip():
+        raise ValueError("a key needs a principal (the owner of the tasks it creates)")
+    key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+    stored = StoredKey(key_id, principal, name, tuple(scopes), secret_hash(secret))
+    return f"a2a_{key_id}_{secret}", stored
+
+
+def parse_key(text: str) -> tuple[str, str] | None:
+    """(id, secret) of a well-formed key, else None."""
+    prefix, _, rest = text.partition("_")
+    key_id, _, secret = rest.partition("_")
+    if prefix != "a2a" or len(key_id) != 12 or not secret:
+        return None
+    return key_id, secret
+
+
+class KeyVerifier:
+    def __init__(self, store: KeyStore, *, ttl_s: float = 2.0, max_cached: int = 10_000) -> None:
+        self.store = store
+        self.ttl_s = ttl_s
+        self.max_cached = max_cached
+        self._cache: dict[str, tuple[float, Caller | None]] = {}
+
+    async def caller(self, token: str) -> Caller | None:
+        """The caller a key stands for; None for a wrong, unknown or revoked key."""
+        now = time.monotonic()
+        cached = self._cache.get(token)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        parsed = parse_key(token)
+        found: Caller | None = None
+        if parsed is not None:
+            stored = await self.store.key(parsed[0])
+            if (
+                stored is not None
+                and not stored.revoked
+                and hmac.compare_digest(stored.secret_hash, secret_hash(parsed[1]))
+            ):
+                found = Caller(stored.principal, frozenset(stored.scopes), stored.id)
+        if len(self._cache) >= self.max_cached:
+            self._cache.clear()
+        self._cache[token] = (now + self.ttl_s, found)
+        return found
+
+
+def _public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
+async def _refuse(send: Send, status: int, message: str, *, bearer: bool = False) -> None:
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if bearer:
+        headers.append((b"www-authenticate", b'Bearer realm="a2a-agent"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequireKey:
+    """Authenticate every HTTP request but the public ones (or let all in, when open)."""
+
+    def __init__(self, app: ASGIApp, *, verifier: KeyVerifier | None) -> None:
+        self.app = app
+        self.verifier = verifier  # None: authentication is off (A2A_AGENT_INSECURE_OPEN)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.verifier is None:
+            caller: Caller | None = Caller(OPEN_PRINCIPAL, frozenset(SCOPES), None)
+        elif _public(scope["path"]):
+            caller = None
+        else:
+            header = ""
+            for name, value in scope["headers"]:
+                if name == b"authorization":
+                    header = value.decode("latin-1")
+                    break
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                await _refuse(
+                    send,
+                    401,
+                    "an API key is required: send 'Authorization: Bearer <key>' (a local "
+                    "server's admin key is in A2A_AGENT_HOME/admin.key)",
+                    bearer=True,
+                )
+                return
+            try:
+                caller = await self.verifier.caller(token.strip())
+            except StoreError:
+                await _refuse(send, 503, "cannot check the API key: the database is unavailable")
+                return
+            if caller is None:
+                await _refuse(
+                    send, 401, "this API key is not valid (unknown or revoked)", bearer=True
+                )
+                return
+        if caller is not None:
+            scope["user"] = SimpleUser(caller.principal)
+            scope["auth"] = AuthCredentials(sorted(caller.scopes))
+        await self.app(scope, receive, send)
