@@ -7,7 +7,7 @@ SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
 RUN_STAMP := $(VENV)/.installed-run-$(SUM)
 DEV_STAMP := $(VENV)/.installed-dev-$(SUM)
 
-.PHONY: run test test-fast lint typecheck bench install clean
+.PHONY: run test test-fast lint typecheck bench install clean sandbox
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,15 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 
 install: $(RUN_STAMP)
 
+## Commands run in bubblewrap; install it where it is missing (Debian's package).
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  echo "installing bubblewrap: every command the service runs is isolated in it"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq bubblewrap; fi; }
+
 ## Serve the A2A API and a worker on 127.0.0.1:8000 (embedded PostgreSQL unless DATABASE_URL is set).
-run: $(RUN_STAMP)
+run: sandbox $(RUN_STAMP)
 	$(BIN)/a2a-agent serve
 
 lint: $(DEV_STAMP)
@@ -38,11 +45,11 @@ typecheck: $(DEV_STAMP)
 
 ## The whole suite: lint, type check, and every test, including the slow crash tests and
 ## the wheel built, installed in a fresh virtual environment and served from.
-test: lint typecheck
+test: sandbox lint typecheck
 	$(BIN)/pytest
 
 ## Everything but the slow tests.
-test-fast: lint typecheck
+test-fast: sandbox lint typecheck
 	$(BIN)/pytest -m "not slow"
 
 bench: $(DEV_STAMP)

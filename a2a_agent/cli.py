@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import ipaddress
 import logging
 import signal
@@ -26,6 +27,8 @@ from persistence.errors import StoreError
 from persistence.keys import PostgresKeyStore
 from persistence.migrate import migrate
 from persistence.push import PostgresPushStore
+
+PR_SET_DUMPABLE = 4
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -209,8 +212,21 @@ async def _worker(settings: Settings, conninfo: str) -> None:
         await stop.wait()
 
 
+def _not_dumpable() -> None:
+    """No core dumps and no ptrace or /proc/<pid>/environ reads by other processes of this
+    user: the environment holds the database URL and the model key."""
+    if sys.platform != "linux":
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        logging.getLogger("a2a_agent").warning(
+            "could not make the process non-dumpable (errno %d)", ctypes.get_errno()
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _not_dumpable()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -8,6 +8,7 @@ import os
 import socket
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 
 from a2a_agent.budget import BudgetGuard
@@ -28,6 +29,7 @@ from a2a_agent.harness.facts import FactSteps
 from a2a_agent.harness.model_work import ModelConfig, ModelWork
 from a2a_agent.harness.pauses import PauseConfig, Pauses, compile_patterns
 from a2a_agent.harness.plan_harness import PlanHarness
+from a2a_agent.harness.sandbox import Sandbox
 from a2a_agent.model.anthropic_adapter import AnthropicModel
 from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
@@ -76,6 +78,12 @@ class Runtime:
         self.settings = settings
         self.conninfo = conninfo
         self.role = role
+        self.sandbox = Sandbox(
+            enabled=settings.sandbox,
+            network=settings.command_network,
+            hidden=(settings.home, Path.home()),
+            shared=settings.sandbox_shared,
+        )
         self.pool = create_pool(conninfo, max_size=settings.db_pool_max)
         # GetTask reads from this cache; NOTIFY (via the notifier) keeps it honest.
         self.read_cache = TaskReadCache()
@@ -100,6 +108,7 @@ class Runtime:
                 command_timeout_s=settings.command_timeout_s,
                 output_tail_bytes=settings.output_tail_bytes,
                 executor_id=settings.executor_id,
+                sandbox=self.sandbox,
             ),
         )
         endings = RunEndings(self.context)
@@ -191,6 +200,8 @@ class Runtime:
         self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> Runtime:
+        if self.settings.run_worker:
+            self.sandbox.check()
         await migrate(self.conninfo)
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         await self.pool.open(wait=True, timeout=30)

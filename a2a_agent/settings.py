@@ -117,6 +117,9 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     public_url: str | None = None
+    sandbox: bool = True  # commands in bubblewrap (A2A_AGENT_SANDBOX=off: without isolation)
+    command_network: bool = False  # the network inside the sandbox (A2A_AGENT_COMMAND_NETWORK)
+    sandbox_shared: tuple[Path, ...] = ()  # writable in every sandbox (A2A_AGENT_SANDBOX_SHARED)
     insecure_open: bool = False  # no authentication (loopback only): local experiments
     allowed_hosts: tuple[str, ...] = ()  # Host headers accepted beside the bind and public URL
     executor_id: str = ""
@@ -210,6 +213,13 @@ class Settings:
             host=env.get("A2A_AGENT_HOST") or "127.0.0.1",
             port=port,
             public_url=env.get("A2A_AGENT_PUBLIC_URL") or None,
+            sandbox=_choice(env, "A2A_AGENT_SANDBOX", ("bwrap", "off"), "bwrap") == "bwrap",
+            command_network=_choice(env, "A2A_AGENT_COMMAND_NETWORK", ("on", "off"), "off") == "on",
+            sandbox_shared=tuple(
+                Path(p.strip()).resolve()
+                for p in (env.get("A2A_AGENT_SANDBOX_SHARED") or "").split(",")
+                if p.strip()
+            ),
             insecure_open=_choice(env, "A2A_AGENT_INSECURE_OPEN", ("0", "1"), "0") == "1",
             allowed_hosts=tuple(
                 h.strip().lower()

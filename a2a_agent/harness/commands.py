@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a_agent.harness.files import overwrite
+from a2a_agent.harness.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
@@ -78,21 +79,21 @@ async def run_command(
     env: Mapping[str, str],
     timeout_s: float,
     tail_bytes: int,
+    sandbox: Sandbox,
     pid_file: Path | None = None,
 ) -> CommandResult:
-    """Run `command` with bash in `cwd`. Exit code 124 with timed_out=True means it was killed.
+    """Run `command` with bash in `cwd`, in the sandbox for `cwd`. Exit code 124 with
+    timed_out=True means it was killed.
 
     The command gets its own process group so a timeout or a cancellation kills everything it
-    started, not just the shell.
+    started, not just the shell (and in the sandbox, killing it ends its PID namespace).
     """
     started = time.monotonic()
     if pid_file is not None:
         kill_leftovers(pid_file)
     proc = await asyncio.create_subprocess_exec(
         *_pdeathsig_prefix(),
-        "/bin/bash",
-        "-c",
-        command,
+        *sandbox.wrap(["/bin/bash", "-c", command], cwd),
         cwd=cwd,
         env=dict(env),
         stdin=asyncio.subprocess.DEVNULL,

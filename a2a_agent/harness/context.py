@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from a2a_agent.budget import BudgetGuard
@@ -19,6 +19,7 @@ from a2a_agent.harness.integrity import check_workspace
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.render import plan_document, progress_document, transition_line
 from a2a_agent.harness.results import StepResult
+from a2a_agent.harness.sandbox import Sandbox
 from a2a_agent.harness.workspace import Workspace
 from persistence.ledger import Ledger
 from persistence.records import (
@@ -46,6 +47,7 @@ class HarnessConfig:
     output_tail_bytes: int
     executor_id: str
     git_timeout_s: float = 600.0
+    sandbox: Sandbox = field(default_factory=Sandbox)
 
 
 class _Entries:

@@ -26,6 +26,7 @@ async def run_checks(
             env=ctx.command_env(task_id, item_id, attempt, key, ws.root),
             timeout_s=min(CHECK_TIMEOUT_S, ctx.config.command_timeout_s),
             tail_bytes=MAX_VALUE_CHARS,
+            sandbox=ctx.config.sandbox,
             pid_file=ws.command_pid_file,
         )
         found.append(

@@ -202,6 +202,7 @@ class PlanHarness:
             env=self.ctx.command_env(task_id, effect.item_id, effect.attempt, effect.key, ws.root),
             timeout_s=timeout_s,
             tail_bytes=self.ctx.config.output_tail_bytes,
+            sandbox=self.ctx.config.sandbox,
             pid_file=ws.command_pid_file,
         )
         return {"command": result.as_json()}

@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from a2a_agent.harness.commands import run_command
+from a2a_agent.harness.sandbox import Sandbox
 from a2a_agent.model.types import ToolSpec
 
 MAX_READ_BYTES = 200_000
@@ -143,6 +144,7 @@ class WorkspaceTools:
     output_bytes: int
     max_timeout_s: int
     pid_file: Path | None = None
+    sandbox: Sandbox = field(default_factory=Sandbox)
 
     def _path(self, raw: Any, *, must_exist: bool = False) -> Path:
         if not isinstance(raw, str) or not raw.strip():
@@ -187,6 +189,7 @@ class WorkspaceTools:
                 env=self.env,
                 timeout_s=min(float(timeout), self.max_timeout_s),
                 tail_bytes=self.output_bytes,
+                sandbox=self.sandbox,
                 pid_file=self.pid_file,
             )
             return ToolOutcome(

@@ -61,6 +61,9 @@ class AgentProcess:
             # Most tests are about runs, not callers: no keys (loopback only). The tests of
             # authentication (test_auth.py) turn it back on.
             "A2A_AGENT_INSECURE_OPEN": "1",
+            # The tests' stand-in for an external system: a ledger file beside the home,
+            # which every command may append to (tests/test_sandbox.py shares nothing).
+            "A2A_AGENT_SANDBOX_SHARED": str(home.parent),
             "PYTHONPATH": str(code_dir),
             **(env or {}),
         }
