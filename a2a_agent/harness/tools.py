@@ -1,23 +1,27 @@
 """The workspace tools the model may call: bash, read_file, write_file, edit_file, list_files.
 
-Paths are relative to the task's workspace and may not leave it or touch `.git`. Every tool
+Paths are relative to the task's workspace and may not leave it or touch `.git`; the file
+tools go through `safe_files` (no links followed, regular files only, capped reads). Every tool
 returns text (capped) and whether it failed; the harness records both as the step's effect.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from a2a_agent.harness import safe_files
 from a2a_agent.harness.commands import run_command
 from a2a_agent.harness.sandbox import Sandbox
 from a2a_agent.model.types import ToolSpec
 
 MAX_READ_BYTES = 200_000
+T = TypeVar("T")
 FACT_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_LIST_ENTRIES = 2000
 
@@ -162,6 +166,15 @@ class WorkspaceTools:
         return path
 
     @staticmethod
+    async def _files(function: Callable[..., T], *args: Any) -> T:
+        """A file operation in a thread (a slow disk or a huge file does not stall the
+        server), its refusals as the tool's error."""
+        try:
+            return await asyncio.to_thread(function, *args)
+        except safe_files.UnsafePath as exc:
+            raise ToolInputError(str(exc)) from exc
+
+    @staticmethod
     def _text(raw: Any, name: str) -> str:
         if not isinstance(raw, str):
             raise ToolInputError(f"{name} must be a string")
@@ -196,27 +209,23 @@ class WorkspaceTools:
                 f"exit code {result.exit_code}\n{result.output_tail}", is_error=not result.passed
             )
         if name == "read_file":
-            path = self._path(args.get("path"), must_exist=True)
-            data = path.read_bytes()[:MAX_READ_BYTES]
-            return ToolOutcome(data.decode("utf-8", errors="replace"))
+            raw = self._text(args.get("path"), "path")
+            data, more = await self._files(safe_files.read_capped, self.root, raw, MAX_READ_BYTES)
+            text = data.decode("utf-8", errors="replace")
+            if more:
+                text += f"\n[a2a-agent: cut at {MAX_READ_BYTES} bytes; read the rest with bash]"
+            return ToolOutcome(text)
         if name == "write_file":
-            path = self._path(args.get("path"))
-            content = self._text(args.get("content"), "content")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content)
-            return ToolOutcome(f"wrote {len(content.encode())} bytes to {args['path']}")
+            raw = self._text(args.get("path"), "path")
+            content = self._text(args.get("content"), "content").encode()
+            await self._files(safe_files.write_all, self.root, raw, content)
+            return ToolOutcome(f"wrote {len(content)} bytes to {raw}")
         if name == "edit_file":
-            path = self._path(args.get("path"), must_exist=True)
+            raw = self._text(args.get("path"), "path")
             old = self._text(args.get("old_string"), "old_string")
             new = self._text(args.get("new_string"), "new_string")
-            text = path.read_text()
-            count = text.count(old) if old else 0
-            if count != 1:
-                raise ToolInputError(
-                    f"old_string occurs {count} times in {args['path']}; it must occur exactly once"
-                )
-            path.write_text(text.replace(old, new, 1))
-            return ToolOutcome(f"edited {args['path']}")
+            await self._files(safe_files.edit_once, self.root, raw, old, new)
+            return ToolOutcome(f"edited {raw}")
         if name == "record_fact":
             key, value = self._text(args.get("key"), "key"), self._text(args.get("value"), "value")
             if not FACT_KEY.fullmatch(key):
