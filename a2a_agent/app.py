@@ -19,7 +19,7 @@ from a2a_agent.edge.card import CACHE_CONTROL, load_card, schema_routes
 from a2a_agent.edge.fast_reads import FastGetTask
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
-from a2a_agent.edge.request_checks import StrictContentType
+from a2a_agent.edge.request_checks import RequestLimits, StrictContentType
 from a2a_agent.edge.streams import ResumableStreams
 from a2a_agent.runtime import Runtime, plan_limits
 from a2a_agent.settings import Settings
@@ -97,10 +97,15 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
     app.state.runtime = runtime
     app.add_middleware(FastGetTask, handler=handler, path=JSONRPC_PATH)
     app.add_middleware(ResumableStreams)
-    # Outermost last: the Host check, then the body's type, then the key, before anything
-    # reads the request.
+    # Outermost last: the Host check, the body's type, the key, then the request's limits,
+    # before anything reads the request.
     app.add_middleware(
         RequireKey, verifier=None if settings.insecure_open else KeyVerifier(runtime.keys)
+    )
+    app.add_middleware(
+        RequestLimits,
+        max_bytes=settings.max_message_bytes + 64 * 1024,
+        jsonrpc_path=JSONRPC_PATH,
     )
     app.add_middleware(StrictContentType)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.host_names)

@@ -20,6 +20,8 @@ FACT_KEYS = frozenset({"key", "check", "max_age_s"})
 MAX_FACTS = 20
 COMMAND_KEYS = frozenset({"command", "timeout_s"})
 PLAN_KEYS = frozenset({"goal", "items", "policy"})
+MAX_GOAL_CHARS = 10_000
+MAX_TITLE_CHARS = 500
 POLICY_KEYS = frozenset(
     {"review_plan", "on_item_failure", "approval_expires_s", "on_expiry", "budget_pause"}
 )
@@ -161,6 +163,11 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
     goal = data.get("goal")
     if not isinstance(goal, str) or not goal.strip():
         raise PlanError("plan.goal must be a non-empty string saying what the plan achieves")
+    if len(goal) > MAX_GOAL_CHARS:
+        raise PlanError(
+            f"plan.goal has {len(goal)} characters; at most {MAX_GOAL_CHARS} (say the details "
+            "in the items)"
+        )
     raw_items = data.get("items")
     if not isinstance(raw_items, list) or not raw_items:
         raise PlanError(
@@ -188,6 +195,10 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
         title = raw.get("title", item_id)
         if not isinstance(title, str) or not title.strip():
             raise PlanError(f"{where}: title must be a non-empty string")
+        if len(title) > MAX_TITLE_CHARS:
+            raise PlanError(
+                f"{where}: title has {len(title)} characters; at most {MAX_TITLE_CHARS}"
+            )
         run, run_timeout = None, None
         if raw.get("run") is not None:
             run, run_timeout = _command_spec(

@@ -122,6 +122,13 @@ def _last_event_id(context: ServerCallContext, row: TaskRow) -> int | None:
     return int(number)
 
 
+def _printable(value: str, what: str) -> None:
+    """An identifier with a NUL (or another control character) names nothing stored here;
+    say so instead of handing it to the database."""
+    if any(ord(c) < 32 for c in value):
+        raise InvalidParamsError(f"{what} contains a control character; no such id exists")
+
+
 @dataclass
 class AgentRequestHandler(RequestHandler):
     store: TaskStore
@@ -140,6 +147,7 @@ class AgentRequestHandler(RequestHandler):
     async def _load(self, task_id: str, owner: str) -> TaskRow:
         if not task_id:
             raise InvalidParamsError("a task id is required")
+        _printable(task_id, "the task id")
         try:
             row = await self.store.get_task(task_id, owner)
         except StoreUnavailable as exc:
@@ -177,6 +185,8 @@ class AgentRequestHandler(RequestHandler):
         history = params.history_length if params.HasField("history_length") else None
         if history is not None and history < 0:
             raise InvalidParamsError("historyLength must be 0 or more")
+        _printable(params.context_id, "contextId")
+        _printable(params.page_token, "pageToken")
         state = PROTO_TO_STATE.get(params.status) if params.status else None
         after = (
             params.status_timestamp_after.ToDatetime(tzinfo=UTC)
@@ -453,6 +463,8 @@ class AgentRequestHandler(RequestHandler):
         self, task_id: str, owner: str, params: TaskPushNotificationConfig, *, from_seq: int
     ) -> TaskPushNotificationConfig:
         await self._checked_url(params.url)
+        for value, what in ((params.id, "the push config id"), (params.token, "the token")):
+            _printable(value, what)
         auth = params.authentication if params.HasField("authentication") else None
         config = PushConfig(
             task_id=task_id,
@@ -480,6 +492,7 @@ class AgentRequestHandler(RequestHandler):
 
     async def _configs(self, task_id: str, owner: str, config_id: str | None) -> list[PushConfig]:
         await self._load(task_id, owner)
+        _printable(config_id or "", "the push config id")
         try:
             return await self.push.configs(task_id, owner, config_id)
         except StoreUnavailable as exc:
@@ -506,6 +519,7 @@ class AgentRequestHandler(RequestHandler):
     ) -> None:
         caller = scopes.owner(context, "read")
         await self._load(params.task_id, caller)
+        _printable(params.id, "the push config id")
         if not await self.push.delete(params.task_id, caller, params.id):
             raise InvalidParamsError(f"task {params.task_id} has no push config {params.id!r}")
 

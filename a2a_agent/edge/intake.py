@@ -22,6 +22,7 @@ from persistence.records import NewTask
 
 DATA_KEYS = frozenset({"plan", "budget", "policy", "approval", "continue"})
 INPUT_MODES = ("text/plain", "application/json")
+MAX_PARTS = 16
 OUTPUT_MODES = ("text/plain", "application/json")
 MODEL_NOT_AVAILABLE = (
     "This agent has no model configured, so it can neither plan a goal given as text nor "
@@ -109,6 +110,11 @@ class Intake:
             raise PlanError("the message has no messageId; give every message a unique one")
         if not message.parts:
             raise PlanError("the message has no parts; send a text part or a plan data part")
+        if len(message.parts) > MAX_PARTS:
+            raise PlanError(
+                f"the message has {len(message.parts)} parts; at most {MAX_PARTS} are accepted "
+                "(one text part, or a plan with its budget and policy, is what a task needs)"
+            )
         where = nul_in(message_to_json(message), "message")
         if where is not None:
             raise PlanError(

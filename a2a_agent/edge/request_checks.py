@@ -1,13 +1,17 @@
-"""Checks on a request before it is read: what its body claims to be."""
+"""Checks on a request before the SDK reads it: its body's type, size and nesting, and its
+A2A-Version header."""
 
 from __future__ import annotations
 
 import json
+import re
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 JSON_TYPES = (b"application/json", b"application/a2a+json")
 WITH_BODY = ("POST", "PUT", "PATCH")
+JSON_PARSE_ERROR = -32700
+VERSION_NOT_SUPPORTED = -32009
 
 
 class StrictContentType:
@@ -44,3 +48,126 @@ class StrictContentType:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+VERSION = re.compile(rb"\d{1,3}(\.\d{1,3}){0,2}")
+MAX_DEPTH = 64  # nesting of JSON objects and arrays in a request
+
+
+def json_depth(body: bytes) -> int:
+    """The deepest nesting of objects and arrays in `body` (strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x7B, 0x5B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x7D, 0x5D):
+            depth -= 1
+    return deepest
+
+
+def _rpc_error(code: int, message: str) -> bytes:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    ).encode()
+
+
+async def _answer(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequestLimits:
+    """What no request may exceed, checked before the SDK parses it: the body's size (413),
+    its encoding (UTF-8) and the nesting of its JSON (the JSON-RPC parse error, not a codec's
+    or Python's recursion limit's text), and an `A2A-Version` that is not a version number
+    (VersionNotSupported, not an int overflow)."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int, jsonrpc_path: str = "/") -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.jsonrpc_path = jsonrpc_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rpc = scope["path"] == self.jsonrpc_path
+        for name, value in scope["headers"]:
+            if name == b"a2a-version" and not VERSION.fullmatch(value.strip()):
+                message = "A2A-Version must be a version number such as 1.0; this server speaks 1.0"
+                if rpc:
+                    await _answer(send, 200, _rpc_error(VERSION_NOT_SUPPORTED, message))
+                else:
+                    await _answer(send, 400, json.dumps({"error": message}).encode())
+                return
+        if scope["method"] not in WITH_BODY:
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            event: Message = await receive()
+            if event["type"] == "http.disconnect":
+                return
+            chunk: bytes = event.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await _answer(
+                    send,
+                    413,
+                    json.dumps(
+                        {"error": f"the request is larger than {self.max_bytes} bytes"}
+                    ).encode(),
+                )
+                return
+            chunks.append(chunk)
+            if not event.get("more_body"):
+                break
+        body = b"".join(chunks)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            text = f"the request body is not valid UTF-8 (byte {exc.start}); JSON is UTF-8"
+            if rpc:
+                await _answer(send, 200, _rpc_error(JSON_PARSE_ERROR, text))
+            else:
+                await _answer(send, 400, json.dumps({"error": text}).encode())
+            return
+        # Cheap first: fewer brackets than the limit cannot nest deeper than it.
+        if body.count(b"{") + body.count(b"[") > MAX_DEPTH and json_depth(body) > MAX_DEPTH:
+            text = f"the request's JSON nests deeper than {MAX_DEPTH} levels"
+            if rpc:
+                await _answer(send, 200, _rpc_error(JSON_PARSE_ERROR, text))
+            else:
+                await _answer(send, 400, json.dumps({"error": text}).encode())
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
