@@ -46,6 +46,7 @@ from persistence.notify import TaskNotifier
 from persistence.push import PostgresPushStore
 from persistence.replies import PostgresReplyStore
 from persistence.runs import PostgresRunStore
+from persistence.secrets import SecretBox
 from persistence.tasks import PostgresTaskStore
 from persistence.watch import PostgresWatchdogStore
 from persistence.workers import WorkerIdentity, WorkerRegistry
@@ -124,7 +125,9 @@ class Runtime:
         self.harness = PlanHarness(self.context, effects, endings)
         self.decisions = DecisionSteps(self.context, endings, pauses)
         self.replies = PostgresReplyStore(self.pool, self.read_cache)
-        self.push = PostgresPushStore(self.pool)
+        self.push = PostgresPushStore(
+            self.pool, SecretBox.from_settings(settings.secret_key, settings.home)
+        )
         self.keys = PostgresKeyStore(self.pool)
         self.allow = AllowList.parse(settings.push_allow_hosts)
         self.webhooks = WebhookClient(self.allow)

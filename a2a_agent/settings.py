@@ -141,6 +141,7 @@ class Settings:
     command_env: Mapping[str, str] = field(default_factory=dict)
     db_pool_max: int = 10
     anthropic_api_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)  # seals push secrets at rest
     anthropic_base_url: str | None = None
     model: str = DEFAULT_MODEL
     model_max_tokens: int = 8192
@@ -242,6 +243,7 @@ class Settings:
             command_env=command_env,
             db_pool_max=_int(env, "A2A_AGENT_DB_POOL_MAX", 10, minimum=2),
             anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
+            secret_key=env.get("A2A_AGENT_SECRET_KEY") or None,
             anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
             model=env.get("A2A_AGENT_MODEL") or DEFAULT_MODEL,
             model_max_tokens=_int(env, "A2A_AGENT_MODEL_MAX_TOKENS", 8192, minimum=256),

@@ -9,12 +9,14 @@ least once, in order per task, and a slow receiver holds only its own row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from persistence.db import Pool, read
+from persistence.errors import StoreError
 from persistence.records import JSON
 from persistence.safe import optional_jsonb
+from persistence.secrets import SecretBox
 from persistence.sql import q
 
 
@@ -95,8 +97,29 @@ def _config(row: dict[str, Any]) -> PushConfig:
 
 
 class PostgresPushStore:
-    def __init__(self, pool: Pool) -> None:
+    """Tokens and credentials are sealed by `box` on the way in and opened on the way out
+    (without a box, as for the operator's listing, they stay sealed)."""
+
+    def __init__(self, pool: Pool, box: SecretBox | None = None) -> None:
         self._pool = pool
+        self._box = box
+
+    def _sealed(self, config: PushConfig) -> tuple[str | None, JSON | None]:
+        if self._box is None:
+            raise StoreError("storing a push config needs the secret key")
+        auth = dict(config.authentication) if config.authentication else None
+        if auth and auth.get("credentials"):
+            auth["credentials"] = self._box.seal(str(auth["credentials"]))
+        return self._box.seal(config.token), auth
+
+    def _opened(self, row: dict[str, Any]) -> PushConfig:
+        config = _config(row)
+        if self._box is None:
+            return config
+        auth = dict(config.authentication) if config.authentication else None
+        if auth and auth.get("credentials"):
+            auth["credentials"] = self._box.open(str(auth["credentials"]))
+        return replace(config, token=self._box.open(config.token), authentication=auth)
 
     async def _rows(self, name: str, params: JSON) -> list[dict[str, Any]]:
         async with read(self._pool) as conn:
@@ -107,6 +130,7 @@ class PostgresPushStore:
 
     async def put(self, config: PushConfig, owner: str, *, from_seq: int) -> PushConfig:
         """Register (or replace) a webhook; it gets the task's events after `from_seq`."""
+        token, authentication = self._sealed(config)
         rows = await self._rows(
             "put_push_config",
             {
@@ -114,18 +138,18 @@ class PostgresPushStore:
                 "id": config.id,
                 "owner": owner,
                 "url": config.url,
-                "token": config.token,
-                "authentication": optional_jsonb(config.authentication),
+                "token": token,
+                "authentication": optional_jsonb(authentication),
                 "acked_seq": from_seq,
             },
         )
-        return _config(rows[0])
+        return self._opened(rows[0])
 
     async def configs(self, task_id: str, owner: str, config_id: str | None) -> list[PushConfig]:
         rows = await self._rows(
             "get_push_configs", {"task_id": task_id, "owner": owner, "id": config_id}
         )
-        return [_config(r) for r in rows]
+        return [self._opened(r) for r in rows]
 
     async def delete(self, task_id: str, owner: str, config_id: str) -> bool:
         rows = await self._rows(
@@ -139,7 +163,7 @@ class PostgresPushStore:
         rows = await self._rows(
             "claim_pushes", {"limit": limit, "lease_s": lease_s, "batch": batch}
         )
-        return [Claimed(_config(r), r["context_id"], _events(r["events"])) for r in rows]
+        return [Claimed(self._opened(r), r["context_id"], _events(r["events"])) for r in rows]
 
     async def delivered(
         self, config: PushConfig, from_seq: int, seq: int, *, lease_s: float, batch: int

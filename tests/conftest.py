@@ -21,7 +21,20 @@ from a2a_agent.database import embedded_server_uri, sqlalchemy_url
 from persistence.db import Pool, create_pool
 from persistence.migrate import migrate
 from tests.support.fake_anthropic import FakeAnthropic
-from tests.support.processes import AgentProcess, StartAgent
+from tests.support.processes import LOGS, AgentProcess, StartAgent
+from tests.support.secrets import KNOWN_SECRETS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_in_any_log() -> Iterator[None]:
+    """After the whole session: no process's log holds a secret the suite gave the service
+    (model keys, API keys, push tokens and credentials)."""
+    yield
+    found = []
+    for log in LOGS:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        found += [f"{log.name}: {s[:6]}..." for s in KNOWN_SECRETS if s and s in text]
+    assert not found, f"secrets in the logs: {found}"
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from a2a.utils.errors import InvalidRequestError
 
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
 from tests.support.processes import REPO, AgentProcess, StartAgent
+from tests.support.secrets import secret
 
 KEYED = {"A2A_AGENT_INSECURE_OPEN": "0"}
 A2A = {"A2A-Version": "1.0"}
@@ -31,7 +32,7 @@ def make_key(server: AgentProcess, principal: str, *scopes: str) -> str:
         args, check=False, env=server.env, cwd=REPO, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    return secret(done.stdout.strip())
 
 
 def rpc(url: str, method: str, params: dict[str, Any], key: str | None) -> httpx.Response:
@@ -72,7 +73,7 @@ async def test_every_method_needs_a_valid_key_and_the_admin_key_is_made_at_first
     admin_file = home / "admin.key"
     assert stat.S_IMODE(os.stat(admin_file).st_mode) == 0o600
     assert str(admin_file) in server.log()
-    admin = admin_file.read_text().strip()
+    admin = secret(admin_file.read_text().strip())
     for method, params in CALLS:
         for key in (None, "a2a_000000000000_wrong", admin[:-2] + "xx"):
             reply = rpc(server.url, method, params, key)

@@ -31,6 +31,7 @@ from a2a.utils.errors import InvalidParamsError
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
 from tests.support.processes import REPO, StartAgent
 from tests.support.receiver import Receiver, receiver
+from tests.support.secrets import secret
 from tests.support.waiting import wait_for_row
 
 ALLOW = {"A2A_AGENT_PUSH_ALLOW_HOSTS": "127.0.0.1", "A2A_AGENT_PUSH_BACKOFF_S": "0.2"}
@@ -43,7 +44,7 @@ async def send_with_push(url: str, hook: str, items: list[dict[str, object]]) ->
         configuration=SendMessageConfiguration(
             return_immediately=True,
             task_push_notification_config=TaskPushNotificationConfig(
-                url=hook, token="secret-token", id="hook"
+                url=hook, token=secret("secret-token"), id="hook"
             ),
         ),
     )
@@ -109,19 +110,32 @@ async def test_webhooks_to_private_addresses_are_refused_unless_allowed(
                 assert made.id and made.url == url
 
 
-async def test_configs_are_kept_listed_and_deleted(start_agent: StartAgent) -> None:
+async def test_configs_are_kept_listed_and_deleted(
+    start_agent: StartAgent, database_url: str
+) -> None:
     server = start_agent("serve", "push-crud", **ALLOW)
     with receiver() as hook:
         async with a2a_client(server.url) as client:
             task = await send(client, plan_message([item("a", "sleep 1", "true")]))
-            made = await client.create_task_push_notification_config(
-                TaskPushNotificationConfig(task_id=task.id, id="mine", url=hook.url, token="t")
+            config = TaskPushNotificationConfig(
+                task_id=task.id, id="mine", url=hook.url, token=secret("tok-5150")
             )
-            assert (made.id, made.token) == ("mine", "t")
+            config.authentication.scheme = "Bearer"
+            config.authentication.credentials = secret("cred-5150")
+            made = await client.create_task_push_notification_config(config)
+            assert (made.id, made.token) == ("mine", "tok-5150")
             got = await client.get_task_push_notification_config(
                 GetTaskPushNotificationConfigRequest(task_id=task.id, id="mine")
             )
-            assert got.url == hook.url
+            # Read back, the secrets are not shown; at rest they are sealed.
+            assert got.url == hook.url and got.token == "" and got.authentication.credentials == ""
+            assert got.authentication.scheme == "Bearer"
+            with psycopg.connect(database_url) as conn:
+                stored = conn.execute(
+                    "SELECT token, authentication::text FROM push_configs WHERE id = 'mine'"
+                ).fetchone()
+            assert stored is not None and stored[0].startswith("fernet:")
+            assert "tok-5150" not in str(stored) and "cred-5150" not in str(stored)
             listed = await client.list_task_push_notification_configs(
                 ListTaskPushNotificationConfigsRequest(task_id=task.id)
             )

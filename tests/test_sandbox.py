@@ -14,8 +14,9 @@ from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
 from tests.support.processes import StartAgent
+from tests.support.secrets import secret
 
-SECRET = "sk-ant-sandbox-test-0123456789"
+SECRET = secret("sk-ant-sandbox-test-0123456789")
 
 
 def leftover(marker: str) -> list[str]:

@@ -26,6 +26,7 @@ from persistence.db import create_pool
 from persistence.migrate import migrate
 from persistence.notify import TaskNotifier
 from persistence.push import PostgresPushStore
+from persistence.secrets import SecretBox
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ async def _deliver(settings: Settings, conninfo: str) -> None:
         pool = create_pool(conninfo, max_size=4)
         await pool.open(wait=True, timeout=30)
         stack.push_async_callback(pool.close)
-        store = PostgresPushStore(pool)
+        store = PostgresPushStore(pool, SecretBox.from_settings(settings.secret_key, settings.home))
         signer = Signer(settings.url)
         await signer.load(store)
         notifier = TaskNotifier(conninfo)

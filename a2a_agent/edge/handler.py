@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC
 
 from a2a.server.context import ServerCallContext
@@ -92,14 +92,20 @@ def _cannot_continue(exc: CannotContinue) -> str:
     return f"task {exc.task_id} has no plan to continue (it ended before planning)"
 
 
-def _config_out(config: PushConfig) -> TaskPushNotificationConfig:
+def _config_out(config: PushConfig, *, with_secrets: bool = False) -> TaskPushNotificationConfig:
+    """A config as the caller sees it: its token and credentials only in the answer to the
+    call that set them (a later read, a log of it or a screen shows none)."""
     out = TaskPushNotificationConfig(
-        task_id=config.task_id, id=config.id, url=config.url, token=config.token or ""
+        task_id=config.task_id,
+        id=config.id,
+        url=config.url,
+        token=(config.token or "") if with_secrets else "",
     )
     auth = config.authentication or {}
     if auth.get("scheme"):
         out.authentication.scheme = str(auth["scheme"])
-        out.authentication.credentials = str(auth.get("credentials", ""))
+        if with_secrets:
+            out.authentication.credentials = str(auth.get("credentials", ""))
     return out
 
 
@@ -479,7 +485,7 @@ class AgentRequestHandler(RequestHandler):
             stored = await self.push.put(config, owner, from_seq=from_seq)
         except StoreUnavailable as exc:
             raise InternalError(f"{exc}; the push config was not stored, try again") from exc
-        return _config_out(stored)
+        return _config_out(replace(stored, token=config.token), with_secrets=True)
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext

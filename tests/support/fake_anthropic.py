@@ -424,4 +424,7 @@ if __name__ == "__main__":
 
 def model_env(fake: FakeAnthropic, **extra: str) -> dict[str, str]:
     """The environment that points an a2a-agent process at this fake."""
-    return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": fake.base_url, **extra}
+    from tests.support.secrets import secret  # noqa: PLC0415 (this file also runs alone)
+
+    key = secret("sk-ant-fake-" + "5" * 16)
+    return {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": fake.base_url, **extra}

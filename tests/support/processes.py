@@ -18,6 +18,9 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 
 
+LOGS: list[Path] = []  # every process's log, for the secret check at the end of the session
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -76,6 +79,7 @@ class AgentProcess:
 
     def start(self, *, wait: bool = True) -> AgentProcess:
         self.home.mkdir(parents=True, exist_ok=True)
+        LOGS.append(self.log_path)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             self.args,
