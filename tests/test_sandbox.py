@@ -72,3 +72,33 @@ async def test_a_command_sees_no_secret_and_changes_nothing_outside_its_workspac
     while leftover(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert leftover(marker) == []  # the setsid child ended with its box
+
+
+async def test_planted_git_hooks_filters_and_fifos_do_nothing_outside(
+    start_agent: StartAgent, tmp_path: Path, home: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    server = start_agent("serve", "box-2", A2A_AGENT_SANDBOX_SHARED="")
+    plant = "; ".join(
+        [
+            "mkdir -p .git/hooks",
+            f"printf '#!/bin/sh\\ntouch {outside}/hooked\\n' > .git/hooks/pre-commit",
+            "chmod +x .git/hooks/pre-commit",
+            "cp .git/hooks/pre-commit .git/hooks/post-commit",
+            f"git config filter.evil.clean 'touch {outside}/filtered; cat'",
+            "echo '* filter=evil' > .gitattributes",
+            "rm -f plan.json progress.md; mkfifo plan.json progress.md",  # the harness writes
+            "echo work > work.txt",
+        ]
+    )
+    async with a2a_client(server.url) as client:
+        task = await send(
+            client,
+            plan_message([item("plant", plant, "test -f work.txt"), item("next", "true", "true")]),
+        )
+        done = await wait_for(client, task.id)
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED, done.status
+    assert sorted(p.name for p in outside.iterdir()) == []  # no hook, no filter ran out here
+    ws = home / "workspaces" / task.id
+    assert (ws / "plan.json").is_file() and (ws / "progress.md").is_file()  # replaced

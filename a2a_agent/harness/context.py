@@ -82,7 +82,11 @@ class StepContext:
         self._rendered: OrderedDict[str, _Entries] = OrderedDict()
 
     def workspace(self, task_id: str) -> Workspace:
-        return Workspace(self.config.workspaces / task_id, git_timeout_s=self.config.git_timeout_s)
+        return Workspace(
+            self.config.workspaces / task_id,
+            git_timeout_s=self.config.git_timeout_s,
+            sandbox=self.config.sandbox if self.config.sandbox.enabled else None,
+        )
 
     def marker_path(self, task_id: str) -> Path:
         return self.config.workspaces / ".effects" / f"{task_id}.json"

@@ -7,7 +7,8 @@ is derived or advisory (plan.json and progress.md are rendered again at every st
 marker reads as none), so a crash in the middle of a write loses nothing.
 
 A command may have left a link where such a file goes: the path is never followed, and a
-file that is not a regular file of its own (a hard link to something else) is replaced.
+file that is not a regular file of its own (a hard link to something else, a FIFO) is
+replaced. What the harness reads from `.git` is read the same careful way (`read_regular`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from pathlib import Path
 def overwrite(path: Path, text: str) -> None:
     data = text.encode()
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError:  # a symbolic link (ELOOP), or something else in the way
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644
+        )
+    except OSError:  # a symbolic link (ELOOP), a FIFO nobody reads (ENXIO), something else
         _remove(path)
         fd = _create(path)
     try:
@@ -32,6 +35,27 @@ def overwrite(path: Path, text: str) -> None:
             fd = _create(path)
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+
+
+def read_regular(path: Path, cap: int) -> bytes | None:
+    """At most `cap` bytes of `path` if it is a regular file of its own; None otherwise. Never
+    follows a link and never blocks: a command may have put a FIFO where the harness reads."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], 0
+        while size < cap and (chunk := os.read(fd, min(1 << 20, cap - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
     finally:
         os.close(fd)
 

@@ -12,12 +12,12 @@ import contextlib
 import hashlib
 import os
 import shutil
-import tempfile
 import zlib
 from pathlib import Path
 
 from a2a_agent.errors import AgentError
-from a2a_agent.harness.files import overwrite
+from a2a_agent.harness.files import overwrite, read_regular
+from a2a_agent.harness.sandbox import Sandbox
 
 KEY_TRAILER = "A2A-Idempotency-Key"
 DEFAULT_GITIGNORE = """\
@@ -47,6 +47,8 @@ GIT_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
 # Trees up to this many entries are fingerprinted on the event loop (a fraction of a
 # millisecond); larger ones in a thread, so a big checkout never holds up requests.
 INLINE_FINGERPRINT_ENTRIES = 2000
+SMALL_FILE = 4096  # a ref
+LARGE_FILE = 16 << 20  # packed refs, a loose object
 
 
 # How many entries each workspace's tree had when last fingerprinted (bounded by the tasks
@@ -81,9 +83,15 @@ class WorkspaceError(AgentError):
 
 
 class Workspace:
-    def __init__(self, root: Path, *, git_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self, root: Path, *, git_timeout_s: float = 600.0, sandbox: Sandbox | None = None
+    ) -> None:
         self.root = root
         self.git_timeout_s = git_timeout_s
+        # Git reads the repository's own config and .gitattributes, which a command can
+        # write (a filter driver is a command git runs): so the harness's git runs in the
+        # task's box too.
+        self.sandbox = sandbox
 
     @property
     def git_dir(self) -> Path:
@@ -114,8 +122,9 @@ class Workspace:
 
     async def _run(self, *argv: str, check: bool = True, stdin: bytes | None = None) -> bytes:
         """Run git (or the commit script) in the workspace, killed after the timeout."""
+        boxed = self.sandbox.wrap(argv, self.root) if self.sandbox is not None else list(argv)
         proc = await asyncio.create_subprocess_exec(
-            *argv,
+            *boxed,
             cwd=self.root,
             stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -184,21 +193,22 @@ class Workspace:
 
     def head(self) -> str | None:
         """The commit HEAD points at, read from .git; None before the first commit."""
-        try:
-            head = (self.git_dir / "HEAD").read_text().strip()
-        except OSError:
+        raw = read_regular(self.git_dir / "HEAD", SMALL_FILE)
+        if raw is None:
             return None
+        head = raw.decode(errors="replace").strip()
         if not head.startswith("ref: "):
             return head if len(head) == 40 else None
         ref = head[5:].strip()
-        try:
-            return (self.git_dir / ref).read_text().strip() or None
-        except OSError:
-            pass
-        try:
-            packed = (self.git_dir / "packed-refs").read_text()
-        except OSError:
+        if ".." in ref.split("/"):
             return None
+        found = read_regular(self.git_dir / ref, SMALL_FILE)
+        if found is not None:
+            return found.decode(errors="replace").strip() or None
+        packed_raw = read_regular(self.git_dir / "packed-refs", LARGE_FILE)
+        if packed_raw is None:
+            return None
+        packed = packed_raw.decode(errors="replace")
         for line in packed.splitlines():
             sha, _, name = line.partition(" ")
             if name.strip() == ref:
@@ -206,10 +216,12 @@ class Workspace:
         return None
 
     def _loose_object(self, sha: str) -> bytes | None:
-        path = self.git_dir / "objects" / sha[:2] / sha[2:]
+        raw = read_regular(self.git_dir / "objects" / sha[:2] / sha[2:], LARGE_FILE)
+        if raw is None:
+            return None
         try:
-            return zlib.decompress(path.read_bytes())
-        except (OSError, zlib.error):
+            return zlib.decompress(raw)
+        except zlib.error:
             return None
 
     async def _head_message(self, sha: str) -> str:
@@ -313,11 +325,15 @@ class Workspace:
             if self.root.exists():
                 shutil.rmtree(self.root)
             await self.ensure()
-            with tempfile.TemporaryDirectory() as tmp:
-                for n, bundle in enumerate(bundles):
-                    path = Path(tmp) / f"{n}.bundle"
-                    path.write_bytes(bundle)
+            # Inside .git, where the boxed git can read them (and a command cannot be in the
+            # middle of its step: the workspace is being rebuilt).
+            for n, bundle in enumerate(bundles):
+                path = self.git_dir / f"a2a-restore-{n}.bundle"
+                path.write_bytes(bundle)
+                try:
                     await self._git("fetch", "-q", str(path), "main:refs/a2a/restored")
+                finally:
+                    path.unlink(missing_ok=True)
         await self._git("reset", "-q", "--hard", sha)
         await self._git("clean", "-q", "-d", "-f", "-x", "-e", ".git")
 
