@@ -58,6 +58,7 @@ bad = 0
 function setup(thread) table.insert(threads, thread); thread:set("tid", #threads) end
 wrk.method = "POST"
 wrk.headers["A2A-Version"], wrk.headers["Content-Type"] = "1.0", "application/json"
+if "%AUTH%" ~= "" then wrk.headers["Authorization"] = "Bearer %AUTH%" end
 function request()
   counter = counter + 1
   local body = pre
@@ -145,8 +146,13 @@ def send_body(message_id: str, parts: Sequence[Mapping[str, object]]) -> str:
     return rpc_body("SendMessage", params)
 
 
+KEYS: dict[int, str] = {}  # port -> the API key ours wants (the reference takes none)
+
+
 def call(port: int, body: str) -> dict[str, object]:
     headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+    if port in KEYS:
+        headers["Authorization"] = f"Bearer {KEYS[port]}"
     request = urllib.request.Request(f"http://127.0.0.1:{port}/", body.encode(), headers)
     with urllib.request.urlopen(request, timeout=30) as reply:
         answer: dict[str, object] = json.load(reply)
@@ -245,6 +251,7 @@ class Bench:
         name = re.sub(r"\W+", "_", f"{target.label}-{operation}")
         lua = self.tmp / f"{name}.lua"
         script = LUA.replace("%PRE%", pre).replace("%POST%", post)
+        script = script.replace("%AUTH%", KEYS.get(target.port, ""))
         lua.write_text(script.replace("%RUN%", f"{self.run_id}-{len(self.results)}"))
         a = self.args
         base = ["taskset", "-c", a.load_core, "wrk", "-t1", f"-c{a.connections}"]
@@ -310,7 +317,11 @@ class Bench:
             dirty = git("status", "--porcelain", "--", "a2a_agent", "persistence").strip()
             state = "with uncommitted changes" if dirty else "clean"
             self.notes.append(f"ours is the working tree at {sha}, {state}")
+        self.notes.append(
+            "ours checks an API key on every request (its default; the key from admin.key)"
+        )
         with self.server("ours", serve, env, database) as target:
+            KEYS[target.port] = (self.tmp / "home" / "admin.key").read_text().strip()
             task_id = self.seed(target.port)
             deadline, state = time.monotonic() + 60, ""
             while time.monotonic() < deadline and state not in TERMINAL:
@@ -320,6 +331,7 @@ class Bench:
             self.notes.append(f"ours GetTask reads a task in state {state} (the worker ran it)")
             self.wrk(target, "GetTask", rpc_body("GetTask", {"id": task_id}))
         with self.server("ours (--no-worker)", [*serve, "--no-worker"], env, database) as target:
+            KEYS[target.port] = (self.tmp / "home" / "admin.key").read_text().strip()
             self.wrk(target, "SendMessage returnImmediately", send_body("@@", PLAN_PARTS))
             fresh = rpc_body("GetTask", {"id": self.seed(target.port)})
             self.wrk(target, "GetTask (submitted task)", fresh)

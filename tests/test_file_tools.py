@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
 import pytest
+from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
 
 from a2a_agent.harness.tools import MAX_READ_BYTES, WorkspaceTools
+from tests.support.a2a import a2a_client, plan_message, send
+from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
+from tests.support.processes import StartAgent
 
 
 @pytest.fixture
@@ -79,3 +84,43 @@ async def test_a_huge_sparse_file_is_read_only_up_to_the_cap(tools: WorkspaceToo
     assert len(text.encode()) < MAX_READ_BYTES + 200 and "cut at" in text
     text, failed = await call(tools, "edit_file", path="huge.bin", old_string="a", new_string="b")
     assert failed and "larger than" in text
+
+
+async def test_the_model_tricking_its_tools_gets_errors_and_the_server_keeps_answering(
+    start_agent: StartAgent, fake: FakeAnthropic, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours\n")
+    fake.add(
+        tool_reply("bash", {"command": "mkfifo pipe; ln -s / root"}),
+        tool_reply("read_file", {"path": "pipe"}),
+        tool_reply("read_file", {"path": "root/etc/passwd"}),
+        tool_reply("write_file", {"path": str(outside), "content": "pwned"}),
+        tool_reply("write_file", {"path": "../../outside.txt", "content": "pwned"}),
+        tool_reply("write_file", {"path": "plan.json", "content": "{}"}),
+        tool_reply("write_file", {"path": "done.txt", "content": "done\n"}),
+        text_reply("Done."),
+    )
+    server = start_agent("serve", "tools-1", **model_env(fake))
+    plan = [{"id": "t", "title": "Try the tools", "verify": "test -f done.txt"}]
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message(plan))
+        while (got := await client.get_task(GetTaskRequest(id=task.id))).status.state in (
+            TaskState.TASK_STATE_SUBMITTED,
+            TaskState.TASK_STATE_WORKING,
+        ):  # GetTask answers all along
+            await asyncio.sleep(0.1)
+    assert got.status.state == TaskState.TASK_STATE_COMPLETED, got.status
+    results = [
+        json.dumps(block)
+        for request in fake.requests
+        for message in request["messages"]
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    joined = "\n".join(results)
+    for why in ("not a regular file", "is a link or not a directory", "is absolute"):
+        assert why in joined, why
+    assert "climbs out" in joined and "harness's own record" in joined
+    assert outside.read_text() == "not yours\n"
