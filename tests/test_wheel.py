@@ -85,7 +85,9 @@ def test_the_wheel_installs_and_serves_from_outside_the_source_tree(
             "role": "ROLE_USER",
             "parts": [{"data": {"plan": plan}}],
         }
-        headers = {"A2A-Version": "1.0"}
+        # As a user of a fresh install would: with the admin key the first start made.
+        key = (tmp_path / "home" / "admin.key").read_text().strip()
+        headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {key}"}
         sent = httpx.post(
             f"{url}/",
             json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC
 
 from a2a.server.context import ServerCallContext
@@ -14,19 +14,14 @@ from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types.a2a_pb2 import (
     AgentCard,
     CancelTaskRequest,
-    DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
-    ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     Message,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
-    TaskPushNotificationConfig,
 )
 from a2a.utils.errors import (
     ContentTypeNotSupportedError,
@@ -39,7 +34,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
-from a2a_agent.delivery.guard import AllowList, UrlRefused, check_url
+from a2a_agent.delivery.guard import AllowList
 from a2a_agent.edge import scopes
 from a2a_agent.edge.answers import (
     ReplyIntent,
@@ -57,11 +52,12 @@ from a2a_agent.edge.convert import (
     with_event_id,
 )
 from a2a_agent.edge.intake import Intake, message_digest
+from a2a_agent.edge.push_configs import PushConfigMethods, printable
 from a2a_agent.engine import RunEngine
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
 from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.notify import TaskNotifier
-from persistence.push import PushConfig, PushConfigStore
+from persistence.push import PushConfigStore
 from persistence.records import TaskRow
 from persistence.replies import Reply, ReplyStore
 from persistence.tasks import CannotContinue, TaskStore
@@ -92,23 +88,6 @@ def _cannot_continue(exc: CannotContinue) -> str:
     return f"task {exc.task_id} has no plan to continue (it ended before planning)"
 
 
-def _config_out(config: PushConfig, *, with_secrets: bool = False) -> TaskPushNotificationConfig:
-    """A config as the caller sees it: its token and credentials only in the answer to the
-    call that set them (a later read, a log of it or a screen shows none)."""
-    out = TaskPushNotificationConfig(
-        task_id=config.task_id,
-        id=config.id,
-        url=config.url,
-        token=(config.token or "") if with_secrets else "",
-    )
-    auth = config.authentication or {}
-    if auth.get("scheme"):
-        out.authentication.scheme = str(auth["scheme"])
-        if with_secrets:
-            out.authentication.credentials = str(auth.get("credentials", ""))
-    return out
-
-
 def _last_event_id(context: ServerCallContext, row: TaskRow) -> int | None:
     """The event a reconnecting subscriber saw last (`Last-Event-ID`: `<task id>:<seq>` as
     sent, or just the number), if it says."""
@@ -128,15 +107,8 @@ def _last_event_id(context: ServerCallContext, row: TaskRow) -> int | None:
     return int(number)
 
 
-def _printable(value: str, what: str) -> None:
-    """An identifier with a NUL (or another control character) names nothing stored here;
-    say so instead of handing it to the database."""
-    if any(ord(c) < 32 for c in value):
-        raise InvalidParamsError(f"{what} contains a control character; no such id exists")
-
-
 @dataclass
-class AgentRequestHandler(RequestHandler):
+class AgentRequestHandler(PushConfigMethods, RequestHandler):
     store: TaskStore
     replies: ReplyStore
     push: PushConfigStore
@@ -153,7 +125,7 @@ class AgentRequestHandler(RequestHandler):
     async def _load(self, task_id: str, owner: str) -> TaskRow:
         if not task_id:
             raise InvalidParamsError("a task id is required")
-        _printable(task_id, "the task id")
+        printable(task_id, "the task id")
         try:
             row = await self.store.get_task(task_id, owner)
         except StoreUnavailable as exc:
@@ -191,8 +163,8 @@ class AgentRequestHandler(RequestHandler):
         history = params.history_length if params.HasField("history_length") else None
         if history is not None and history < 0:
             raise InvalidParamsError("historyLength must be 0 or more")
-        _printable(params.context_id, "contextId")
-        _printable(params.page_token, "pageToken")
+        printable(params.context_id, "contextId")
+        printable(params.page_token, "pageToken")
         state = PROTO_TO_STATE.get(params.status) if params.status else None
         after = (
             params.status_timestamp_after.ToDatetime(tzinfo=UTC)
@@ -456,78 +428,6 @@ class AgentRequestHandler(RequestHandler):
             # Nothing of the run was in flight: a segment of its own closes the record.
             await self.engine.start(row.task_id, row.segment)
         return to_task(row, None)
-
-    # ---- push configs ---------------------------------------------------------------------
-
-    async def _checked_url(self, url: str) -> None:
-        try:
-            await check_url(url, self.allow)
-        except UrlRefused as exc:
-            raise InvalidParamsError(str(exc)) from exc
-
-    async def _register(
-        self, task_id: str, owner: str, params: TaskPushNotificationConfig, *, from_seq: int
-    ) -> TaskPushNotificationConfig:
-        await self._checked_url(params.url)
-        for value, what in ((params.id, "the push config id"), (params.token, "the token")):
-            _printable(value, what)
-        auth = params.authentication if params.HasField("authentication") else None
-        config = PushConfig(
-            task_id=task_id,
-            id=params.id or str(uuid.uuid4()),
-            url=params.url,
-            token=params.token or None,
-            authentication={"scheme": auth.scheme, "credentials": auth.credentials}
-            if auth is not None and auth.scheme
-            else None,
-        )
-        try:
-            stored = await self.push.put(config, owner, from_seq=from_seq)
-        except StoreUnavailable as exc:
-            raise InternalError(f"{exc}; the push config was not stored, try again") from exc
-        return _config_out(replace(stored, token=config.token), with_secrets=True)
-
-    async def on_create_task_push_notification_config(
-        self, params: TaskPushNotificationConfig, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        caller = scopes.owner(context, "read")
-        row = await self._load(params.task_id, caller)
-        # From now on: the task's events so far are in GetTask; a config given with the
-        # first message (SendMessage's configuration) gets every event.
-        return await self._register(row.task_id, caller, params, from_seq=row.event_seq)
-
-    async def _configs(self, task_id: str, owner: str, config_id: str | None) -> list[PushConfig]:
-        await self._load(task_id, owner)
-        _printable(config_id or "", "the push config id")
-        try:
-            return await self.push.configs(task_id, owner, config_id)
-        except StoreUnavailable as exc:
-            raise InternalError(f"{exc}; try again shortly") from exc
-
-    async def on_get_task_push_notification_config(
-        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        found = await self._configs(
-            params.task_id, scopes.owner(context, "read"), params.id or None
-        )
-        if not found:
-            raise InvalidParamsError(f"task {params.task_id} has no push config {params.id!r}")
-        return _config_out(found[0])
-
-    async def on_list_task_push_notification_configs(
-        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
-    ) -> ListTaskPushNotificationConfigsResponse:
-        found = await self._configs(params.task_id, scopes.owner(context, "read"), None)
-        return ListTaskPushNotificationConfigsResponse(configs=[_config_out(c) for c in found])
-
-    async def on_delete_task_push_notification_config(
-        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> None:
-        caller = scopes.owner(context, "read")
-        await self._load(params.task_id, caller)
-        _printable(params.id, "the push config id")
-        if not await self.push.delete(params.task_id, caller, params.id):
-            raise InvalidParamsError(f"task {params.task_id} has no push config {params.id!r}")
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext

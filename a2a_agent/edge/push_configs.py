@@ -1,0 +1,125 @@
+"""The four push-config methods of our RequestHandler, and the inline config's registration:
+webhooks kept per task owner, each URL checked by the SSRF guard first."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+from a2a.server.context import ServerCallContext
+from a2a.types.a2a_pb2 import (
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import InternalError, InvalidParamsError
+
+from a2a_agent.delivery.guard import AllowList, UrlRefused, check_url
+from a2a_agent.edge import scopes
+from persistence.errors import StoreUnavailable
+from persistence.push import PushConfig, PushConfigStore
+from persistence.records import TaskRow
+
+
+def printable(value: str, what: str) -> None:
+    """An identifier with a NUL (or another control character) names nothing stored here;
+    say so instead of handing it to the database."""
+    if any(ord(c) < 32 for c in value):
+        raise InvalidParamsError(f"{what} contains a control character; no such id exists")
+
+
+def _config_out(config: PushConfig, *, with_secrets: bool = False) -> TaskPushNotificationConfig:
+    """A config as the caller sees it: its token and credentials only in the answer to the
+    call that set them (a later read, a log of it or a screen shows none)."""
+    out = TaskPushNotificationConfig(
+        task_id=config.task_id,
+        id=config.id,
+        url=config.url,
+        token=(config.token or "") if with_secrets else "",
+    )
+    auth = config.authentication or {}
+    if auth.get("scheme"):
+        out.authentication.scheme = str(auth["scheme"])
+        if with_secrets:
+            out.authentication.credentials = str(auth.get("credentials", ""))
+    return out
+
+
+class PushConfigMethods:
+    push: PushConfigStore
+    allow: AllowList
+
+    async def _load(self, task_id: str, owner: str) -> TaskRow:
+        raise NotImplementedError  # the handler's
+
+    async def _checked_url(self, url: str) -> None:
+        try:
+            await check_url(url, self.allow)
+        except UrlRefused as exc:
+            raise InvalidParamsError(str(exc)) from exc
+
+    async def _register(
+        self, task_id: str, owner: str, params: TaskPushNotificationConfig, *, from_seq: int
+    ) -> TaskPushNotificationConfig:
+        await self._checked_url(params.url)
+        for value, what in ((params.id, "the push config id"), (params.token, "the token")):
+            printable(value, what)
+        auth = params.authentication if params.HasField("authentication") else None
+        config = PushConfig(
+            task_id=task_id,
+            id=params.id or str(uuid.uuid4()),
+            url=params.url,
+            token=params.token or None,
+            authentication={"scheme": auth.scheme, "credentials": auth.credentials}
+            if auth is not None and auth.scheme
+            else None,
+        )
+        try:
+            stored = await self.push.put(config, owner, from_seq=from_seq)
+        except StoreUnavailable as exc:
+            raise InternalError(f"{exc}; the push config was not stored, try again") from exc
+        return _config_out(replace(stored, token=config.token), with_secrets=True)
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        caller = scopes.owner(context, "read")
+        row = await self._load(params.task_id, caller)
+        # From now on: the task's events so far are in GetTask; a config given with the
+        # first message (SendMessage's configuration) gets every event.
+        return await self._register(row.task_id, caller, params, from_seq=row.event_seq)
+
+    async def _configs(self, task_id: str, owner: str, config_id: str | None) -> list[PushConfig]:
+        await self._load(task_id, owner)
+        printable(config_id or "", "the push config id")
+        try:
+            return await self.push.configs(task_id, owner, config_id)
+        except StoreUnavailable as exc:
+            raise InternalError(f"{exc}; try again shortly") from exc
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        found = await self._configs(
+            params.task_id, scopes.owner(context, "read"), params.id or None
+        )
+        if not found:
+            raise InvalidParamsError(f"task {params.task_id} has no push config {params.id!r}")
+        return _config_out(found[0])
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        found = await self._configs(params.task_id, scopes.owner(context, "read"), None)
+        return ListTaskPushNotificationConfigsResponse(configs=[_config_out(c) for c in found])
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        caller = scopes.owner(context, "read")
+        await self._load(params.task_id, caller)
+        printable(params.id, "the push config id")
+        if not await self.push.delete(params.task_id, caller, params.id):
+            raise InvalidParamsError(f"task {params.task_id} has no push config {params.id!r}")
