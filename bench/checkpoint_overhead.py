@@ -109,6 +109,7 @@ class Bench:
         with psycopg.connect(self.server, autocommit=True) as conn:
             conn.execute(drop.format(sql.Identifier(self.name)))
         shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.home.parent / f"{self.home.name}-git-shim", ignore_errors=True)
 
     def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         self.own += 1
@@ -274,13 +275,20 @@ def subcommand(args: list[str]) -> str:
 
 def git_processes(b: Bench, items: int) -> str:
     """Run a short plan with a `git` on PATH that logs each call; git calls per item."""
-    shim = b.home / "git-shim"
+    # Beside the home, not in it: the harness's git runs in the task's sandbox, where the
+    # home is hidden; the shim's directory is shared so its log can be written.
+    shim = b.home.parent / f"{b.home.name}-git-shim"
     shim.mkdir(exist_ok=True)
-    log = b.home / "git-calls.txt"
+    log = shim / "git-calls.txt"
     real = shutil.which("git") or "/usr/bin/git"
     (shim / "git").write_text(GIT_SHIM.format(log=shlex.quote(str(log)), git=real))
     (shim / "git").chmod(0o755)
-    proc = b.agent("serve", "bench-git", PATH=f"{shim}:{os.environ.get('PATH', '')}")
+    proc = b.agent(
+        "serve",
+        "bench-git",
+        PATH=f"{shim}:{os.environ.get('PATH', '')}",
+        A2A_AGENT_SANDBOX_SHARED=str(shim),
+    )
     wait_http(proc, "/healthz")
     task_id = submit(proc.url, [item(n, "true") for n in range(items)])
     b.wait_done(task_id)
