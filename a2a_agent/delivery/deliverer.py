@@ -49,7 +49,8 @@ class DeliveryConfig:
     backoff_cap_s: float = 300.0
     lease_s: float = 60.0
     poll_s: float = 0.5
-    concurrency: int = 32
+    concurrency: int = 128
+    linger_s: float = 0.3  # a caught-up config stays claimed this long for its next event
     max_response_bytes: int = 4096
     batch: int = 50  # events read per statement; a crash re-sends at most one batch
 
@@ -117,51 +118,68 @@ class PushDeliverer:
 
     async def _deliver(self, claimed: Claimed) -> None:
         config = claimed.config
-        from_seq, events = config.acked_seq + 1, claimed.events
+        acked, events = config.acked_seq, claimed.events  # the cursor as stored
         try:
-            while events:
-                failure = await self._send_batch(config, claimed.context_id, events)
-                if failure is None:
+            # Watched from the start, so no NOTIFY of this task is missed while it is ours.
+            async with self.wakeups.watch(config.task_id) as more_events:
+                while True:
+                    if not events:
+                        # Caught up: keep the lease a moment, as a run's events come in
+                        # bursts; the next one is then read and sent without a claim.
+                        if not more_events.is_set():
+                            try:
+                                await asyncio.wait_for(more_events.wait(), self.config.linger_s)
+                            except TimeoutError:
+                                break
+                        more_events.clear()
+                    sent_to = acked
+                    if events:
+                        failure = await self._send_batch(config, claimed.context_id, events)
+                        if failure is not None:
+                            await self._failed(config, acked + 1, *failure)
+                            return
+                        sent_to = events[-1].seq
+                    # Past what was sent (if anything), and the next batch, in one statement.
                     more = await self.outbox.delivered(
                         config,
-                        from_seq,
-                        events[-1].seq,
+                        acked + 1,
+                        sent_to,
                         lease_s=self.config.lease_s,
                         batch=self.config.batch,
                     )
                     if more is None:
                         return  # our lease ran out; another deliverer has the config
-                    from_seq, events = events[-1].seq + 1, more
-                    continue
-                event, error = failure
-                attempts = config.attempts + 1 if event.seq == config.acked_seq + 1 else 1
-                dead = attempts >= self.config.max_attempts or event.age_s > self.config.max_age_s
-                delay = min(self.config.backoff_cap_s, self.config.backoff_s * 2 ** (attempts - 1))
-                await self.outbox.failed(
-                    config,
-                    from_seq,
-                    event.seq,
-                    attempts=attempts,
-                    error=error,
-                    delay_s=delay * random.uniform(0.5, 1.5),
-                    dead=dead,
-                )
-                if dead:
-                    log.warning(
-                        "push to %s for task %s is dead after %d attempts: %s",
-                        config.url,
-                        config.task_id,
-                        attempts,
-                        error,
-                    )
-                return
-            # Caught up. An event committed while this config was leased is claimed at
-            # once: the loop looks again.
+                    acked, events = sent_to, more
+            # An event committed just before the release is claimed at once: look again.
             await self.outbox.release(config)
             if self._wake is not None:
                 self._wake.set()
         except StoreError as exc:
             log.warning("push: %s (the lease runs out; the events are sent again)", exc)
+
+    async def _failed(
+        self, config: PushConfig, from_seq: int, event: PushEvent, error: str
+    ) -> None:
+        attempts = config.attempts + 1 if event.seq == config.acked_seq + 1 else 1
+        dead = attempts >= self.config.max_attempts or event.age_s > self.config.max_age_s
+        delay = min(self.config.backoff_cap_s, self.config.backoff_s * 2 ** (attempts - 1))
+        await self.outbox.failed(
+            config,
+            from_seq,
+            event.seq,
+            attempts=attempts,
+            error=error,
+            delay_s=delay * random.uniform(0.5, 1.5),
+            dead=dead,
+        )
+        if dead:
+            log.warning(
+                "push to %s for task %s is dead after %d attempts: %s",
+                config.url,
+                config.task_id,
+                attempts,
+                error,
+            )
 
     async def _send_batch(
         self, config: PushConfig, context_id: str, events: list[PushEvent]
