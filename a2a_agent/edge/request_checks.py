@@ -76,6 +76,18 @@ def json_depth(body: bytes) -> int:
     return deepest
 
 
+def _unreadable(body: bytes) -> str | None:
+    """Why `body` cannot be JSON the SDK may parse, or None."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"the request body is not valid UTF-8 (byte {exc.start}); JSON is UTF-8"
+    # Cheap first: fewer brackets than the limit cannot nest deeper than it.
+    if body.count(b"{") + body.count(b"[") > MAX_DEPTH and json_depth(body) > MAX_DEPTH:
+        return f"the request's JSON nests deeper than {MAX_DEPTH} levels"
+    return None
+
+
 def _rpc_error(code: int, message: str) -> bytes:
     return json.dumps(
         {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
@@ -144,22 +156,12 @@ class RequestLimits:
             if not event.get("more_body"):
                 break
         body = b"".join(chunks)
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            text = f"the request body is not valid UTF-8 (byte {exc.start}); JSON is UTF-8"
+        unreadable = _unreadable(body)
+        if unreadable is not None:
             if rpc:
-                await _answer(send, 200, _rpc_error(JSON_PARSE_ERROR, text))
+                await _answer(send, 200, _rpc_error(JSON_PARSE_ERROR, unreadable))
             else:
-                await _answer(send, 400, json.dumps({"error": text}).encode())
-            return
-        # Cheap first: fewer brackets than the limit cannot nest deeper than it.
-        if body.count(b"{") + body.count(b"[") > MAX_DEPTH and json_depth(body) > MAX_DEPTH:
-            text = f"the request's JSON nests deeper than {MAX_DEPTH} levels"
-            if rpc:
-                await _answer(send, 200, _rpc_error(JSON_PARSE_ERROR, text))
-            else:
-                await _answer(send, 400, json.dumps({"error": text}).encode())
+                await _answer(send, 400, json.dumps({"error": unreadable}).encode())
             return
         replayed = False
 
