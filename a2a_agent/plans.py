@@ -14,7 +14,18 @@ from persistence.records import NewItem
 
 ITEM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ITEM_KEYS = frozenset(
-    {"id", "title", "run", "verify", "max_attempts", "timeout_s", "irreversible", "ask", "facts"}
+    {
+        "id",
+        "title",
+        "run",
+        "verify",
+        "max_attempts",
+        "timeout_s",
+        "irreversible",
+        "ask",
+        "facts",
+        "precheck",
+    }
 )
 FACT_KEYS = frozenset({"key", "check", "max_age_s"})
 MAX_FACTS = 20
@@ -23,9 +34,17 @@ PLAN_KEYS = frozenset({"goal", "items", "policy"})
 MAX_GOAL_CHARS = 10_000
 MAX_TITLE_CHARS = 500
 POLICY_KEYS = frozenset(
-    {"review_plan", "on_item_failure", "approval_expires_s", "on_expiry", "budget_pause"}
+    {
+        "review_plan",
+        "on_item_failure",
+        "approval_expires_s",
+        "on_expiry",
+        "budget_pause",
+        "on_weak_check",
+    }
 )
 ON_ITEM_FAILURE = ("stop", "ask", "skip")
+ON_WEAK_CHECK = ("warn", "ask", "refuse")  # a verify command that passes before the work
 ON_EXPIRY = ("reject", "approve")
 MAX_EXPIRES_S = 90 * 24 * 3600
 MAX_ATTEMPTS_CAP = 20
@@ -101,7 +120,7 @@ def _one_of(value: Any, where: str, allowed: tuple[str, ...]) -> str:
 
 def parse_policy(data: Any) -> dict[str, Any]:
     """What the run does at its checkpoints: {reviewPlan, onItemFailure, approvalExpiresS,
-    onExpiry, budgetPause}. Raises PlanError naming the problem."""
+    onExpiry, budgetPause, onWeakCheck}. Raises PlanError naming the problem."""
     if not isinstance(data, Mapping):
         raise PlanError('"policy" must be an object')
     _unknown(data.keys(), POLICY_KEYS, "policy")
@@ -116,6 +135,10 @@ def parse_policy(data: Any) -> dict[str, Any]:
         )
     if "on_expiry" in data:
         policy["on_expiry"] = _one_of(data["on_expiry"], "policy.onExpiry", ON_EXPIRY)
+    if "on_weak_check" in data:
+        policy["on_weak_check"] = _one_of(
+            data["on_weak_check"], "policy.onWeakCheck", ON_WEAK_CHECK
+        )
     if "approval_expires_s" in data:
         policy["approval_expires_s"] = _whole_number(
             data["approval_expires_s"], "policy.approvalExpiresS", low=1, high=MAX_EXPIRES_S
@@ -210,6 +233,7 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
         if ask is not None and run is not None:
             raise PlanError(f"{where}: an item that asks a person has no run command")
         irreversible = _flag(raw.get("irreversible", False), f"{where}: irreversible")
+        precheck = _flag(raw.get("precheck", True), f"{where}: precheck")
         given = raw
         if "verify" not in raw and ask is not None:
             # The answer is written to answers/<id>.md: by default the item is done once it is.
@@ -247,6 +271,7 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
                 timeout_s=item_timeout,
                 irreversible=irreversible,
                 ask=ask,
+                precheck=precheck,
                 facts=parse_facts(raw["facts"], f"{where}: facts") if "facts" in raw else [],
             )
         )

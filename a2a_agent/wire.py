@@ -59,6 +59,7 @@ SNAKE_NAMES = [
     "requested_at",
     "verify_command",
     "item_id",
+    "on_weak_check",
 ]
 
 

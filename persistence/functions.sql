@@ -83,7 +83,7 @@ BEGIN
                    'commit_sha', i.commit_sha, 'failures', i.failures,
                    'history', i.history, 'run_timeout_s', i.run_timeout_s,
                    'timeout_s', i.timeout_s, 'irreversible', i.irreversible, 'ask', i.ask,
-                   'facts', i.facts,
+                   'facts', i.facts, 'precheck', i.precheck,
                    'elapsed_s', extract(epoch FROM clock_timestamp() - i.started_at)::float8)
                    ORDER BY i.position),
                '[]'::jsonb)
@@ -189,7 +189,7 @@ BEGIN
                        'verify_timeout_s', i.verify_timeout_s, 'timeout_s', i.timeout_s,
                        'evidence', i.evidence, 'commit', i.commit_sha,
                        'irreversible', i.irreversible, 'ask', i.ask,
-                       'history', i.history) ORDER BY i.position)
+                       'precheck', i.precheck, 'history', i.history) ORDER BY i.position)
                        FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb),
                    'decisions', (
                        SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -326,14 +326,15 @@ BEGIN
         END IF;
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                            verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
-                           facts)
+                           facts, precheck)
         SELECT p_task_id, coalesce((n.x ->> 'position')::integer, n.ord - 1),
                n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
                n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
                (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
                (n.x ->> 'timeout_s')::integer,
                coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask',
-               coalesce(n.x -> 'facts', '[]'::jsonb)
+               coalesce(n.x -> 'facts', '[]'::jsonb),
+               coalesce((n.x ->> 'precheck')::boolean, true)
         FROM jsonb_array_elements(v_new_items) WITH ORDINALITY AS n (x, ord);
         IF v_item IS NOT NULL THEN
             UPDATE items
@@ -367,6 +368,7 @@ BEGIN
                 'evidence', evidence, 'commit_sha', commit_sha, 'failures', failures,
                 'history', history, 'run_timeout_s', run_timeout_s, 'timeout_s', timeout_s,
                 'irreversible', irreversible, 'ask', ask, 'facts', facts,
+                'precheck', precheck,
                 'elapsed_s', extract(epoch FROM clock_timestamp() - started_at)::float8)
             INTO v_one;
             v_changed := jsonb_build_array(v_one);
@@ -549,14 +551,14 @@ BEGIN
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                            verify_timeout_s, max_attempts, run_timeout_s, timeout_s,
                            irreversible, ask, facts, status, attempts, evidence, commit_sha,
-                           history)
+                           history, precheck)
         SELECT v_id, position, item_id, title, run, verify_command, verify_timeout_s,
                max_attempts, run_timeout_s, timeout_s, irreversible, ask, facts,
                CASE WHEN status = 'done' THEN 'done' ELSE 'pending' END,
                CASE WHEN status = 'done' THEN attempts ELSE 0 END,
                CASE WHEN status = 'done' THEN evidence END,
                CASE WHEN status = 'done' THEN commit_sha END,
-               CASE WHEN status = 'done' THEN history ELSE '[]'::jsonb END
+               CASE WHEN status = 'done' THEN history ELSE '[]'::jsonb END, precheck
         FROM items WHERE task_id = v_from;
         -- Its own copy of the checkpoints, so its workspace can be rebuilt like any other.
         INSERT INTO checkpoints (task_id, seq, sha, bundle)
@@ -565,13 +567,13 @@ BEGIN
     END IF;
     INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                        verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
-                           facts)
+                       facts, precheck)
     SELECT v_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
            n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
            (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
            (n.x ->> 'timeout_s')::integer,
            coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask',
-           coalesce(n.x -> 'facts', '[]'::jsonb)
+           coalesce(n.x -> 'facts', '[]'::jsonb), coalesce((n.x ->> 'precheck')::boolean, true)
     FROM jsonb_array_elements(CASE WHEN v_from IS NULL THEN v_items ELSE '[]' END)
          WITH ORDINALITY AS n (x, ord);
     IF v_rejection IS NOT NULL THEN

@@ -26,6 +26,7 @@ class NewItem:
     irreversible: bool = False  # a person approves before it runs
     ask: str | None = None  # a question item: its work is a person's answer
     facts: list[JSON] = field(default_factory=list)  # it establishes: {key, check, max_age_s}
+    precheck: bool = True  # its verify command runs once before the work, to see it fail
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class ItemRow:
     irreversible: bool = False
     ask: str | None = None
     facts: list[JSON] = field(default_factory=list)
+    precheck: bool = True
 
     def time_left_s(self) -> float | None:
         """Seconds the item may still take; None without a limit of its own."""

@@ -57,6 +57,7 @@ CREATE TABLE items (
     irreversible     boolean NOT NULL DEFAULT false,
     ask              text,
     facts            jsonb NOT NULL DEFAULT '[]'::jsonb,
+    precheck         boolean NOT NULL DEFAULT true,
     PRIMARY KEY (task_id, item_id),
     UNIQUE (task_id, position),
     CONSTRAINT items_status_check
@@ -168,7 +169,7 @@ CREATE TABLE pauses (
     id           text NOT NULL,
     kind         text NOT NULL CHECK (kind IN ('irreversible_action', 'plan_change',
                       'budget_threshold', 'repeated_failure', 'plan_review', 'question',
-                      'stale_fact')),
+                      'stale_fact', 'weak_check')),
     segment      integer NOT NULL,
     item_id      text,
     attempt      integer,

@@ -84,6 +84,7 @@ def load_card(
                 "budgetPausePct": settings.budget_pause_pct,
                 "approvalExpiresS": settings.approval_expires_s,
                 "onExpiry": "reject",
+                "onWeakCheck": "warn",
             },
             "keys": "camelCase in every data part and in metadata; plan and budget input may "
             "also use snake_case",

@@ -17,6 +17,7 @@ from a2a_agent.plans import (
     MAX_EXPIRES_S,
     ON_EXPIRY,
     ON_ITEM_FAILURE,
+    ON_WEAK_CHECK,
     PlanLimits,
 )
 
@@ -82,6 +83,13 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                 "default": False,
                 "description": "A person approves before the item's work runs.",
             },
+            "precheck": {
+                "type": "boolean",
+                "default": True,
+                "description": "Run verify once before the work: a check that already passes "
+                "cannot tell done from not done (policy onWeakCheck). false: the check needs "
+                "the work's output to run at all.",
+            },
             "ask": {
                 "type": "string",
                 "minLength": 1,
@@ -109,6 +117,12 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
             },
             "approvalExpiresS": {"type": "integer", "minimum": 1, "maximum": MAX_EXPIRES_S},
             "onExpiry": {"enum": list(ON_EXPIRY), "default": "reject"},
+            "onWeakCheck": {
+                "enum": list(ON_WEAK_CHECK),
+                "default": "warn",
+                "description": "An item whose verify passes before the work: warn (go on, "
+                "flagged), ask a person, or refuse (the item fails).",
+            },
         },
     }
     return {

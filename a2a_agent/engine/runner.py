@@ -120,6 +120,10 @@ class PlanRunner(DBOSConfiguredInstance):
         return await self._gated(self.harness.run_item(task_id, item_id, attempt))
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
+    async def precheck_item(self, task_id: str, item_id: str) -> JSON:
+        return await self._gated(self.harness.prechecks.precheck_item(task_id, item_id))
+
+    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
         return await self._gated(self.harness.verify_item(task_id, item_id, attempt))
 
@@ -229,6 +233,8 @@ class PlanRunner(DBOSConfiguredInstance):
             return "failed"
 
     async def _run(self, task_id: str, segment: int) -> str:
+        # Runs started before pre-checks existed replay without them (DBOS patching).
+        prechecks = await DBOS.patch_async("precheck")
         snap = (await self._step(self.snapshot(task_id))).payload
         if snap["state"] in TERMINAL_STATES:
             raise RunStopped  # ended before this run began (canceled while queued)
@@ -242,7 +248,9 @@ class PlanRunner(DBOSConfiguredInstance):
             await self._step(self.review_plan(task_id))
             snap = (await self._step(self.snapshot(task_id))).payload
         for item in snap["items"]:
-            outcome = await self._work_item(task_id, item, int(item["attempts"]))
+            outcome = await self._work_item(
+                task_id, item, int(item["attempts"]), precheck=prechecks
+            )
             if outcome not in ("done", "skipped"):
                 return outcome
         return str((await self._step(self.finish(task_id))).payload["state"])
@@ -298,10 +306,20 @@ class PlanRunner(DBOSConfiguredInstance):
         )
         raise RunStopped
 
-    async def _work_item(self, task_id: str, item: JSON, attempt: int) -> str:
+    async def _work_item(
+        self, task_id: str, item: JSON, attempt: int, *, precheck: bool = True
+    ) -> str:
         item_id, status = str(item["id"]), str(item["status"])
         if status in ("done", "failed", "skipped"):
             return status
+        if precheck and status == "pending" and attempt == 0:
+            try:
+                checked = await self._step(self.precheck_item(task_id, item_id))
+            except ItemRestart:
+                pass  # the workspace was restored first: the item starts as it would have
+            else:
+                if checked.outcome == "failed":
+                    return "failed"
         if status == "pending":
             attempt += 1
             await self._step(self.begin_attempt(task_id, item_id, attempt))

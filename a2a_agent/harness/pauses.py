@@ -39,6 +39,7 @@ OPTIONS: dict[str, list[str]] = {
     "question": ["answer", "reject"],
     "stale_fact": ["approve", "reject"],
     "plan_change": ["approve", "reject"],
+    "weak_check": ["approve", "skip", "reject"],
 }
 GOING_ON = frozenset({"approve", "retry", "answer"})
 

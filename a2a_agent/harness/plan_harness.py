@@ -19,6 +19,7 @@ from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import evidence, with_attempt
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.out_of_attempts import out_of_attempts
+from a2a_agent.harness.prechecks import PreChecks
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.errors import NotFound
 from persistence.records import (
@@ -103,6 +104,7 @@ class PlanHarness:
         self.ctx = ctx
         self.effects = effects
         self.endings = endings
+        self.prechecks = PreChecks(ctx, effects, endings)
 
     async def snapshot(self, task_id: str) -> StepResult:
         view = await self.ctx.view(task_id)

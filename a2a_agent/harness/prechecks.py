@@ -1,0 +1,221 @@
+"""Checks that can fail: before an item's first attempt its verify command runs against the
+workspace as it is. A check that already passes cannot tell done from not done (`test -d .`,
+`true`, a grep for what the repository already holds); the plan's policy `on_weak_check`
+says what follows: `warn` (record it, flagged, and go on), `ask` (a `weak_check` request),
+or `refuse` (the item fails with the evidence, and the run with it). An item may opt out
+(`"precheck": false`), and its record says so.
+
+The pre-check is a keyed, recorded step like any other: in the sandbox, charged as a
+command, and never run twice for one item. Its result is the item's attempt 0 in the
+history: `{"attempt": 0, "precheck": {"result": "fails_before" | "weak" | "skipped", ...}}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from a2a_agent.budget import Spend
+from a2a_agent.harness.commands import CommandResult, run_command
+from a2a_agent.harness.context import StepContext
+from a2a_agent.harness.effects import Concluded, Effect, Effects
+from a2a_agent.harness.endings import RunEndings
+from a2a_agent.harness.evidence import evidence, with_attempt
+from a2a_agent.harness.keys import effect_key
+from a2a_agent.harness.results import JSON, StepResult
+from persistence.records import Charge, ItemChange, ItemRow, StepRecord, StepView, Transition
+
+PRECHECK = "precheck"
+
+
+def precheck_of(item: ItemRow) -> JSON | None:
+    """The item's pre-check record, if it has one."""
+    for entry in item.history:
+        if entry.get("attempt") == 0 and isinstance(entry.get(PRECHECK), dict):
+            return dict(entry[PRECHECK])
+    return None
+
+
+def needs_precheck(item: ItemRow) -> bool:
+    return item.status == "pending" and item.attempts == 0 and precheck_of(item) is None
+
+
+class PreChecks:
+    def __init__(self, ctx: StepContext, effects: Effects, endings: RunEndings) -> None:
+        self.ctx = ctx
+        self.effects = effects
+        self.endings = endings
+
+    async def precheck_item(self, task_id: str, item_id: str) -> StepResult:
+        key = effect_key(task_id, PRECHECK, scope=item_id, attempt=0)
+        view = await self.ctx.view(task_id, key=key, budget=True)
+        item = view.item(item_id)
+        if not needs_precheck(item):
+            return StepResult.ok()
+        if not item.precheck or item.ask:
+            why = "the item opted out" if not item.precheck else "a person's answer is the work"
+            return await self._record_skipped(view, item, key, why)
+        effect = Effect(
+            key=key,
+            step=PRECHECK,
+            item_id=item_id,
+            attempt=0,
+            spend=Spend(),
+            integrity="tree",
+            action=item.verify_command,
+        )
+
+        async def perform() -> JSON:
+            ws = self.ctx.workspace(task_id)
+            result = await run_command(
+                item.verify_command,
+                cwd=ws.root,
+                env=self.ctx.command_env(task_id, item_id, 0, key, ws.root),
+                timeout_s=item.verify_timeout_s,
+                tail_bytes=self.ctx.config.output_tail_bytes,
+                sandbox=self.ctx.config.sandbox,
+                pid_file=ws.command_pid_file,
+            )
+            return {"command": result.as_json()}
+
+        async def conclude(value: JSON, runs: int) -> Concluded:
+            return await self._concluded(view, item, key, value, runs)
+
+        return await self.effects.run(view, effect, perform, conclude)
+
+    async def _record_skipped(
+        self, view: StepView, item: ItemRow, key: str, why: str
+    ) -> StepResult:
+        record = StepRecord(
+            effect_key=key,
+            step=PRECHECK,
+            result={"outcome": "skipped"},
+            item=ItemChange(
+                item_id=item.item_id,
+                status=item.status,
+                attempts=0,
+                history=with_attempt(item, 0, precheck={"result": "skipped", "why": why}),
+            ),
+        )
+        return await self.ctx.advance(view, record, 0)
+
+    async def _concluded(
+        self, view: StepView, item: ItemRow, key: str, value: JSON, runs: int
+    ) -> Concluded:
+        result = CommandResult.from_json(value["command"])
+        verify, item_id = item.verify_command, item.item_id
+        weak = result.passed
+        shown = {
+            "result": "weak" if weak else "fails_before",
+            **evidence(result, runs),
+        }
+        history = with_attempt(item, 0, precheck=shown)
+        policy = str(view.policy.get("on_weak_check", "warn"))
+        change = ItemChange(item_id=item_id, status=item.status, attempts=0, history=history)
+        if not weak:
+            record = StepRecord(
+                effect_key=key, step=PRECHECK, result=value, item=change, runs=runs,
+                charge=Charge(kind="command"),
+            )  # fmt: skip
+            return Concluded(record, StepResult.ok())
+        said = (
+            f"weak check: `{verify}` already passes before the work (exit 0), so it cannot "
+            "tell done from not done"
+        )
+        if policy == "refuse":
+            return await self._refused(
+                view, item, key, value, runs=runs, history=history, said=said
+            )
+        if policy == "ask":
+            request = self.effects.pauses.request(
+                view,
+                pause_id=f"weak.{item_id}",
+                kind="weak_check",
+                summary=f"Item `{item_id}` ({item.title}): its check `{verify}` already "
+                "passes before any work. Approve to go on with it as it is, skip the item, "
+                "or reject to stop the run.",
+                details={"item": item_id, "precheck": shown},
+                item_id=item_id,
+                attempt=0,
+            )
+            record = StepRecord(
+                effect_key=key,
+                step=PRECHECK,
+                result={**value, "outcome": "paused"},
+                item=change,
+                task_state="input_required",
+                status_text=self.effects.pauses.status_text(request),
+                transitions=[self.effects.pauses.transition(request)],
+                charge=Charge(kind="command"),
+                runs=runs,
+                pause=request,
+            )
+            return Concluded(record, StepResult("paused", 0, {"pause": request.id}))
+        record = StepRecord(
+            effect_key=key,
+            step=PRECHECK,
+            result=value,
+            item=change,
+            transitions=[
+                Transition(
+                    item_id=item_id,
+                    attempt=0,
+                    from_state=item.status,
+                    to_state=item.status,
+                    reason=f"{said} (policy onWeakCheck: warn; the item goes on, flagged)",
+                )
+            ],
+            charge=Charge(kind="command"),
+            runs=runs,
+        )
+        return Concluded(record, StepResult.ok())
+
+    async def _refused(
+        self,
+        view: StepView,
+        item: ItemRow,
+        key: str,
+        value: JSON,
+        *,
+        runs: int,
+        history: list[JSON],
+        said: str,
+    ) -> Concluded:
+        item_id = item.item_id
+        shown = history[-1][PRECHECK] if history else None
+        failed_item = dataclasses.replace(item, status="failed", evidence=shown, history=history)
+        after = dataclasses.replace(
+            view, items=[failed_item if i.item_id == item_id else i for i in view.items]
+        )
+        record = StepRecord(
+            effect_key=key,
+            step=PRECHECK,
+            result={**value, "outcome": "failed"},
+            item=ItemChange(
+                item_id=item_id,
+                status="failed",
+                attempts=0,
+                evidence=shown,
+                history=history,
+            ),
+            task_state="failed",
+            status_text=f"Item {item_id} refused: {said} (policy onWeakCheck: refuse). Write "
+            "a check that fails until the item is done.",
+            transitions=[
+                Transition(
+                    item_id=item_id,
+                    attempt=0,
+                    from_state=item.status,
+                    to_state="failed",
+                    reason=f"{said}; refused (policy onWeakCheck: refuse)",
+                ),
+                Transition(
+                    from_state="working", to_state="failed", reason=f"item {item_id} refused"
+                ),
+            ],
+            report=await self.endings.report(after),
+            charge=Charge(kind="command"),
+            runs=runs,
+        )
+        record = await self.endings.closing_record(view, record, after.items)
+        self.ctx.forget(view.task_id)
+        return Concluded(record, StepResult("failed", 0))

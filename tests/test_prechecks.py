@@ -1,0 +1,91 @@
+"""Checks that can fail: each item's verify runs once before the work; one that already
+passes is weak, and the plan's policy says what follows (issue 13, part 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from a2a.types.a2a_pb2 import TaskState
+
+from tests.support.a2a import a2a_client, item, plan_of, send, wait_for
+from tests.support.processes import StartAgent
+from tests.test_pauses import approval, plan_with, request_of, rows, send_waiting
+
+COMPLETED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED
+
+
+def three_items() -> list[dict[str, Any]]:
+    return [
+        item("honest", "echo x > a.txt", "test -f a.txt"),
+        item("weak", "true", "test -d ."),
+        item("optout", "echo y > b.txt", "test -f b.txt", precheck=False),
+    ]
+
+
+def prechecks(task: Any) -> dict[str, dict[str, Any]]:
+    found = {}
+    for entry in plan_of(task)["items"]:
+        for attempt in entry["history"]:
+            if attempt["attempt"] == 0:
+                found[entry["id"]] = attempt["precheck"]
+    return found
+
+
+async def test_weak_checks_are_flagged_and_the_honest_one_failed_first(
+    start_agent: StartAgent, home: Path, database_url: str
+) -> None:
+    server = start_agent("serve", "pre-1")
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_with(three_items()))
+        done = await wait_for(client, task.id)
+    assert done.status.state == COMPLETED
+    checked = prechecks(done)
+    assert checked["honest"]["result"] == "fails_before" and checked["honest"]["exitCode"] == 1
+    assert checked["weak"]["result"] == "weak" and checked["weak"]["exitCode"] == 0
+    assert checked["optout"] == {"result": "skipped", "why": "the item opted out"}
+    reasons = [
+        r
+        for (r,) in rows(database_url, "SELECT reason FROM transitions WHERE task_id = %s", done.id)
+    ]
+    assert any("weak check: `test -d .` already passes" in r for r in reasons)
+    progress = (home / "workspaces" / done.id / "progress.md").read_text()
+    assert "weak check" in progress
+    # Each pre-check ran once, as a recorded, keyed effect (the opt-out is recorded too).
+    keys = rows(
+        database_url,
+        "SELECT key, runs FROM effects WHERE task_id = %s AND step = 'precheck' ORDER BY key",
+        done.id,
+    )
+    found = [(k.rsplit(":", 3)[1], n) for k, n in keys]
+    assert found == [("honest", 1), ("optout", 1), ("weak", 1)]
+
+
+async def test_refuse_fails_the_weak_item_with_its_evidence(start_agent: StartAgent) -> None:
+    server = start_agent("serve", "pre-2")
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_with(three_items(), {"onWeakCheck": "refuse"}))
+        done = await wait_for(client, task.id)
+    assert done.status.state == FAILED
+    assert "weak check" in done.status.message.parts[0].text
+    items = {i["id"]: i for i in plan_of(done)["items"]}
+    assert items["honest"]["status"] == "done"
+    assert items["weak"]["status"] == "failed" and items["weak"]["attempts"] == 0
+    assert items["optout"]["status"] == "pending"  # never reached
+
+
+async def test_ask_waits_for_a_person_and_approval_goes_on(start_agent: StartAgent) -> None:
+    server = start_agent("serve", "pre-3")
+    async with a2a_client(server.url) as client:
+        waiting = await send_waiting(client, plan_with(three_items(), {"onWeakCheck": "ask"}))
+        asked = request_of(waiting)
+        assert asked["kind"] == "weak_check" and asked["id"] == "weak.weak"
+        assert asked["options"] == ["approve", "skip", "reject"]
+        await send(client, approval(waiting.id, "weak.weak", "approve"))
+        done = await wait_for(client, waiting.id, timeout=60)
+        assert done.status.state == COMPLETED
+        again = await send_waiting(client, plan_with(three_items(), {"onWeakCheck": "ask"}))
+        await send(client, approval(again.id, "weak.weak", "skip"))
+        skipped = await wait_for(client, again.id, timeout=60)
+    items = {i["id"]: i for i in plan_of(skipped)["items"]}
+    assert skipped.status.state == COMPLETED and items["weak"]["status"] == "skipped"
