@@ -60,6 +60,9 @@ SNAKE_NAMES = [
     "verify_command",
     "item_id",
     "on_weak_check",
+    "failed_before_passed_after",
+    "precheck_skipped",
+    "not_prechecked",
 ]
 
 

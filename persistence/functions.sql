@@ -170,7 +170,9 @@ BEGIN
         plan = CASE WHEN NOT v_items_changed THEN t.plan
                     WHEN s.items_total = 0 THEN NULL ELSE s.plan END,
         metadata = t.metadata
-            || CASE WHEN v_items_changed THEN jsonb_build_object('progress', s.progress)
+            || CASE WHEN v_items_changed
+                    THEN jsonb_build_object('progress', s.progress,
+                                            'verification', s.verification)
                     ELSE '{}'::jsonb END
             || CASE WHEN v_charged THEN jsonb_build_object('budget', budget_status(t.id, ''))
                     ELSE '{}'::jsonb END
@@ -209,7 +211,18 @@ BEGIN
                    'items_failed', count(*) FILTER (WHERE i.status = 'failed'),
                    'items_skipped', count(*) FILTER (WHERE i.status = 'skipped'),
                    'current_item', (array_agg(i.item_id ORDER BY i.position)
-                       FILTER (WHERE i.status IN ('in_progress', 'verifying')))[1]) AS progress
+                       FILTER (WHERE i.status IN ('in_progress', 'verifying')))[1]) AS progress,
+               -- How strong the checks were (harness/report.py counts the same way).
+               jsonb_build_object(
+                   'failed_before_passed_after', count(*) FILTER (
+                       WHERE i.status = 'done' AND i.history
+                             @> '[{"attempt": 0, "precheck": {"result": "fails_before"}}]'),
+                   'weak', count(*) FILTER (
+                       WHERE i.history @> '[{"attempt": 0, "precheck": {"result": "weak"}}]'),
+                   'precheck_skipped', count(*) FILTER (
+                       WHERE i.history @> '[{"attempt": 0, "precheck": {"result": "skipped"}}]'),
+                   'not_prechecked', count(i.item_id) FILTER (
+                       WHERE NOT i.history @> '[{"attempt": 0}]')) AS verification
         FROM tasks t2 LEFT JOIN items i ON i.task_id = t2.id
         WHERE t2.id = p_task_id
         GROUP BY t2.id, t2.goal

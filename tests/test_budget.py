@@ -153,8 +153,9 @@ async def test_steps_without_progress(start_agent: StartAgent, fake: FakeAnthrop
     )
     failure = failure_of(done)
     assert failure["dimension"] == "stepsWithoutProgress" and failure["used"] == 5
-    # model, tool, model, tool, model: the sixth step (a tool call) was refused
-    assert fake.request_count == 3
+    # the pre-check (a command, charged like one), model, tool, model, tool: the sixth step
+    # (the next model call) was refused
+    assert fake.request_count == 2
 
 
 async def test_wall_clock_limit(start_agent: StartAgent, database_url: str, home: Path) -> None:

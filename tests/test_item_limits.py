@@ -22,7 +22,7 @@ async def test_a_run_command_has_its_own_timeout(start_agent: StartAgent) -> Non
     assert time.monotonic() - started < 15
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     (shown,) = plan_of(done)["items"]
-    run = shown["history"][0]["run"]
+    run = next(h for h in shown["history"] if h["attempt"] == 1)["run"]
     assert run["exitCode"] == 124 and run["timedOut"] and run["command"] == "sleep 20"
     assert shown["run"] == "sleep 20" and shown["runTimeoutS"] == 1
 

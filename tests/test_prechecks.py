@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from a2a.types.a2a_pb2 import TaskState
+from google.protobuf.json_format import MessageToDict
 
-from tests.support.a2a import a2a_client, item, plan_of, send, wait_for
+from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
 from tests.support.processes import StartAgent
 from tests.test_pauses import approval, plan_with, request_of, rows, send_waiting
 
@@ -44,13 +45,24 @@ async def test_weak_checks_are_flagged_and_the_honest_one_failed_first(
     assert checked["honest"]["result"] == "fails_before" and checked["honest"]["exitCode"] == 1
     assert checked["weak"]["result"] == "weak" and checked["weak"]["exitCode"] == 0
     assert checked["optout"] == {"result": "skipped", "why": "the item opted out"}
+    # The counts agree: metadata, the report and the evidence in the plan artifact.
+    counts = {"failedBeforePassedAfter": 1, "weak": 1, "precheckSkipped": 1, "notPrechecked": 0}
+    assert dict(MessageToDict(done.metadata)["verification"]) == counts
+    report = report_of(done)
+    assert report["verification"] == counts
+    assert "Weak checks (passed before the work): weak." in report["summary"]
+    assert {c["item"]: c["precheck"] for c in report["checksPassed"]} == {
+        "honest": "fails_before",
+        "weak": "weak",
+        "optout": "skipped",
+    }
     reasons = [
         r
         for (r,) in rows(database_url, "SELECT reason FROM transitions WHERE task_id = %s", done.id)
     ]
     assert any("weak check: `test -d .` already passes" in r for r in reasons)
     progress = (home / "workspaces" / done.id / "progress.md").read_text()
-    assert "weak check" in progress
+    assert "weak check" in progress and "weak (passed before any work): weak" in progress
     # Each pre-check ran once, as a recorded, keyed effect (the opt-out is recorded too).
     keys = rows(
         database_url,

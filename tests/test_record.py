@@ -8,7 +8,6 @@ import json
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -82,14 +81,15 @@ async def test_every_attempt_keeps_its_evidence_and_run_output(
     (shown,) = plan_of(done)["items"]
     assert shown["run"] == flaky["run"] and shown["maxAttempts"] == 3
     assert shown["verify"] == flaky["verify"]
-    history: list[dict[str, Any]] = shown["history"]
+    precheck, *history = shown["history"]  # attempt 0: the check run before the work
+    assert precheck["attempt"] == 0 and precheck["precheck"]["result"] == "fails_before"
     assert [h["attempt"] for h in history] == [1, 2]
     assert [h["outcome"] for h in history] == ["retry", "done"]
     assert [h["verify"]["exitCode"] for h in history] == [1, 0]
     assert all("output of the run" in h["run"]["outputTail"] for h in history)
     assert all(h["run"]["runs"] == 1 and h["run"]["durationS"] >= 0 for h in history)
     stored = json.loads((home / "workspaces" / task.id / "plan.json").read_text())
-    assert stored["items"][0]["history"] == history
+    assert stored["items"][0]["history"] == [precheck, *history]
 
 
 async def test_the_record_agrees_after_completion_failure_and_cancel(
@@ -177,5 +177,5 @@ async def test_a_crash_rerun_is_in_the_record(
     report = report_of(done)
     assert report["reruns"] == 1 and report["stepsRerun"] == 1
     assert report["workspacesRestored"] == 0
-    history = plan_of(done)["items"][1]["history"]
+    history = [h for h in plan_of(done)["items"][1]["history"] if h["attempt"] > 0]
     assert history[0]["run"]["runs"] == 2

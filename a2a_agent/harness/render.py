@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
+from a2a_agent.harness.report import precheck_result, verification_counts
 from a2a_agent.wire import to_wire
 from persistence.records import ItemRow
 
@@ -82,6 +83,17 @@ def transition_line(t: TransitionLike) -> str:
     return f"- {_stamp(t.at)}: {subject}{attempt} {change}: {t.reason}"
 
 
+def _checks_in_words(items: Sequence[ItemRow]) -> str:
+    counts = verification_counts(items)
+    weak = [i.item_id for i in items if precheck_result(i) == "weak"]
+    words = [f"{counts['failed_before_passed_after']} failed before the work and passed after it"]
+    if weak:
+        words.append(f"weak (passed before any work): {', '.join(weak)}")
+    if counts["precheck_skipped"]:
+        words.append(f"{counts['precheck_skipped']} not checked before the work")
+    return "; ".join(words)
+
+
 def progress_document(
     task_id: str, goal: str, items: Sequence[ItemRow], entries: Sequence[str]
 ) -> str:
@@ -102,6 +114,7 @@ def progress_document(
         "",
         f"- Done: {done} of {len(items)}; failed: {failed}.",
         f"- Next: {_next_item(items)}.",
+        f"- Checks: {_checks_in_words(items)}.",
     ]
     for item in items:
         if item.status == "failed" and item.evidence:

@@ -7,6 +7,28 @@ from collections.abc import Sequence
 from persistence.records import JSON, ItemRow
 
 
+def precheck_result(item: ItemRow) -> str | None:
+    """fails_before, weak or skipped: what the item's pre-check found (None: not run)."""
+    for entry in item.history:
+        found = entry.get("precheck") if entry.get("attempt") == 0 else None
+        if isinstance(found, dict):
+            return str(found.get("result"))
+    return None
+
+
+def verification_counts(items: Sequence[ItemRow]) -> JSON:
+    """How strong the checks were: the counts metadata.verification also gives."""
+    results = [(i.status, precheck_result(i)) for i in items]
+    return {
+        "failed_before_passed_after": sum(
+            1 for status, r in results if status == "done" and r == "fails_before"
+        ),
+        "weak": sum(1 for _, r in results if r == "weak"),
+        "precheck_skipped": sum(1 for _, r in results if r == "skipped"),
+        "not_prechecked": sum(1 for _, r in results if r is None),
+    }
+
+
 def build_report(
     items: Sequence[ItemRow],
     files_changed: Sequence[str] = (),
@@ -23,16 +45,20 @@ def build_report(
             "command": i.verify_command,
             "exit_code": (i.evidence or {}).get("exit_code"),
             "commit": i.commit_sha,
+            "precheck": precheck_result(i),
         }
         for i in items
         if i.status == "done"
     ]
+    verification = verification_counts(items)
+    weak = [i.item_id for i in items if precheck_result(i) == "weak"]
     summary = (
         f"{len(done)} of {len(items)} items done and verified"
         + (f"; failed: {', '.join(failed)}" if failed else "")
         + (f"; skipped: {', '.join(skipped)}" if skipped else "")
         + (f"; not reached: {', '.join(remaining)}" if remaining else "")
         + "."
+        + (f" Weak checks (passed before the work): {', '.join(weak)}." if weak else "")
     )
     return {
         "summary": summary,
@@ -40,6 +66,7 @@ def build_report(
         "items_failed": failed,
         "items_skipped": skipped,
         "checks_passed": checks,
+        "verification": verification,
         "remaining": remaining,
         "files_changed": list(files_changed),
         "budget": {k: v for k, v in (budget or {}).items() if k not in ("limits", "alerts")},
