@@ -30,7 +30,7 @@ ITEM_KEYS = frozenset(
 FACT_KEYS = frozenset({"key", "check", "max_age_s"})
 MAX_FACTS = 20
 COMMAND_KEYS = frozenset({"command", "timeout_s"})
-PLAN_KEYS = frozenset({"goal", "items", "policy"})
+PLAN_KEYS = frozenset({"goal", "items", "policy", "verify"})
 MAX_GOAL_CHARS = 10_000
 MAX_TITLE_CHARS = 500
 POLICY_KEYS = frozenset(
@@ -64,6 +64,8 @@ class ParsedPlan:
     goal: str
     items: list[NewItem]
     policy: dict[str, Any] | None = None
+    # The plan's own check, after its last item: {"command", "timeout_s"}; completion needs it.
+    acceptance: dict[str, Any] | None = None
 
     @property
     def items_needing_model(self) -> list[str]:
@@ -276,4 +278,13 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
             )
         )
     policy = parse_policy(data["policy"]) if "policy" in data else None
-    return ParsedPlan(goal=goal, items=items, policy=policy)
+    acceptance = None
+    if data.get("verify") is not None:
+        command, timeout = _command_spec(
+            data["verify"],
+            "plan.verify",
+            limits.default_verify_timeout_s,
+            limits.max_verify_timeout_s,
+        )
+        acceptance = {"command": command, "timeout_s": timeout or limits.default_verify_timeout_s}
+    return ParsedPlan(goal=goal, items=items, policy=policy, acceptance=acceptance)

@@ -36,6 +36,7 @@ class TaskChange:
     fingerprint: str | None = None
     checkpoint_sha: str | None = None
     metadata_patch: JSON | None = None
+    policy_patch: JSON | None = None
 
     def as_json(self) -> JSON:
         data: dict[str, Any] = dataclasses.asdict(self)

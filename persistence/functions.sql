@@ -99,7 +99,8 @@ $$;
 -- metadata.budget from the budget ledger), the stream events numbered from p_event_seq,
 -- and the NOTIFY that wakes streams and drops cached rows.
 -- p_change: {transitions: [{item_id, attempt, from_state, to_state, reason, at}], state,
--- status_text, items_changed, charged, report, fingerprint, checkpoint_sha, metadata_patch}.
+-- status_text, items_changed, charged, report, fingerprint, checkpoint_sha, metadata_patch,
+-- policy_patch}.
 CREATE OR REPLACE FUNCTION apply_task_change(
     p_task_id text, p_change jsonb, p_seq integer, p_event_seq integer
 ) RETURNS void
@@ -177,6 +178,8 @@ BEGIN
             || CASE WHEN v_charged THEN jsonb_build_object('budget', budget_status(t.id, ''))
                     ELSE '{}'::jsonb END
             || coalesce(nullif(p_change -> 'metadata_patch', 'null'::jsonb), '{}'::jsonb),
+        policy = t.policy
+            || coalesce(nullif(p_change -> 'policy_patch', 'null'::jsonb), '{}'::jsonb),
         updated_at = clock_timestamp()
     FROM (SELECT 1) AS one
     LEFT JOIN LATERAL (
@@ -424,6 +427,7 @@ BEGIN
                 'checkpoint_sha', CASE WHEN p_bundle IS NOT NULL
                                        THEN p_step -> 'checkpoint_sha' END,
                 'metadata_patch', v_patch,
+                'policy_patch', p_step -> 'policy_patch',
                 'status_data', v_status_data),
             v_locked.transition_seq,
             v_locked.event_seq);

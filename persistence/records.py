@@ -247,6 +247,7 @@ class StepRecord:
     new_items: list[NewItem] = field(default_factory=list)
     charge: Charge | None = None
     metadata_patch: JSON | None = None
+    policy_patch: JSON | None = None  # keys merged into the task's policy (a model's plan)
     model_call: ModelCall | None = None
     runs: int = 1
     item_id: str | None = None

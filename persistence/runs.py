@@ -82,6 +82,7 @@ def step_json(record: StepRecord) -> JSON:
         ],
         "charge": dataclasses.asdict(record.charge) if record.charge else None,
         "metadata_patch": record.metadata_patch,
+        "policy_patch": record.policy_patch,
         "model_call": dataclasses.asdict(record.model_call) if record.model_call else None,
         "then": dataclasses.asdict(record.then) if record.then else None,
         "pause": dataclasses.asdict(record.pause) if record.pause else None,

@@ -56,8 +56,10 @@ def text_to(task_id: str, text: str, message_id: str = "") -> Message:
     )
 
 
-def plan_with(items: list[dict[str, Any]], policy: dict[str, Any] | None = None) -> Message:
-    plan: dict[str, Any] = {"goal": "pauses", "items": items}
+def plan_with(
+    items: list[dict[str, Any]], policy: dict[str, Any] | None = None, **extra: Any
+) -> Message:
+    plan: dict[str, Any] = {"goal": "pauses", "items": items, **extra}
     if policy is not None:
         plan["policy"] = policy
     return data_message({"plan": plan})

@@ -101,3 +101,27 @@ async def test_ask_waits_for_a_person_and_approval_goes_on(start_agent: StartAge
         skipped = await wait_for(client, again.id, timeout=60)
     items = {i["id"]: i for i in plan_of(skipped)["items"]}
     assert skipped.status.state == COMPLETED and items["weak"]["status"] == "skipped"
+
+
+async def test_a_plan_level_check_decides_completion(start_agent: StartAgent) -> None:
+    server = start_agent("serve", "pre-4")
+    items = [
+        item("a", "echo a > a.txt", "test -f a.txt"),
+        item("b", "echo b > b.txt", "test -f b.txt"),
+    ]
+    async with a2a_client(server.url) as client:
+        passing = await send(client, plan_with(items, verify="cat a.txt b.txt"))
+        failing = await send(
+            client, plan_with(items, verify="test -f c.txt || (echo no c; exit 3)")
+        )
+        ok, not_ok = await wait_for(client, passing.id), await wait_for(client, failing.id)
+    assert ok.status.state == COMPLETED
+    assert MessageToDict(ok.metadata)["acceptance"]["result"] == "passed"
+    assert not_ok.status.state == FAILED
+    text = not_ok.status.message.parts[0].text
+    assert "every item passed its check, but the plan's acceptance check" in text
+    assert "exited 3" in text and "no c" in text
+    shown = MessageToDict(not_ok.metadata)["acceptance"]
+    assert shown["result"] == "failed" and shown["exitCode"] == 3
+    assert report_of(not_ok)["acceptance"]["result"] == "failed"
+    assert {i["status"] for i in plan_of(not_ok)["items"]} == {"done"}

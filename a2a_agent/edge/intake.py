@@ -250,6 +250,8 @@ class Intake:
             )
         plan = parse_plan(raw_plan, self.limits)
         policy = {**self.policy_defaults, **policy, **(plan.policy or {})}
+        if plan.acceptance is not None:
+            policy["acceptance"] = plan.acceptance
         needing_model = plan.items_needing_model
         rejection = None
         if needing_model and not self.model_available:

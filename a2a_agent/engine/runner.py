@@ -124,6 +124,10 @@ class PlanRunner(DBOSConfiguredInstance):
         return await self._gated(self.harness.prechecks.precheck_item(task_id, item_id))
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
+    async def accept_task(self, task_id: str) -> JSON:
+        return await self._gated(self.harness.acceptance.accept_task(task_id))
+
+    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
         return await self._gated(self.harness.verify_item(task_id, item_id, attempt))
 
@@ -233,8 +237,9 @@ class PlanRunner(DBOSConfiguredInstance):
             return "failed"
 
     async def _run(self, task_id: str, segment: int) -> str:
-        # Runs started before pre-checks existed replay without them (DBOS patching).
-        prechecks = await DBOS.patch_async("precheck")
+        # Runs started before pre-checks and acceptance checks existed replay without them
+        # (DBOS patching).
+        prechecks = await DBOS.patch_async("checks-that-fail")
         snap = (await self._step(self.snapshot(task_id))).payload
         if snap["state"] in TERMINAL_STATES:
             raise RunStopped  # ended before this run began (canceled while queued)
@@ -253,6 +258,8 @@ class PlanRunner(DBOSConfiguredInstance):
             )
             if outcome not in ("done", "skipped"):
                 return outcome
+        if prechecks and (await self._step(self.accept_task(task_id))).outcome == "failed":
+            return "failed"  # the plan's own check did not pass: the run ended there
         return str((await self._step(self.finish(task_id))).payload["state"])
 
     async def _plan(self, task_id: str) -> None:

@@ -175,6 +175,7 @@ class ModelWork:
             step="accept_plan",
             result={},
             new_items=parsed.items,
+            policy_patch={"acceptance": parsed.acceptance} if parsed.acceptance else None,
             task_state="working",
             status_text=f"Planned {len(parsed.items)} item(s): {summary}",
             transitions=[

@@ -12,6 +12,7 @@ import math
 from datetime import UTC, datetime
 
 from a2a_agent.budget import Spend
+from a2a_agent.harness.acceptance import AcceptanceCheck
 from a2a_agent.harness.commands import CommandResult, run_command
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
@@ -105,6 +106,7 @@ class PlanHarness:
         self.effects = effects
         self.endings = endings
         self.prechecks = PreChecks(ctx, effects, endings)
+        self.acceptance = AcceptanceCheck(ctx, effects, endings)
 
     async def snapshot(self, task_id: str) -> StepResult:
         view = await self.ctx.view(task_id)

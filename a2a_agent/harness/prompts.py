@@ -71,6 +71,12 @@ SUBMIT_PLAN = ToolSpec(
         "properties": {
             "goal": {"type": "string"},
             "items": {"type": "array", "items": PLAN_ITEM_SCHEMA},
+            "verify": {
+                "type": "string",
+                "description": "an end-to-end check of the whole goal, run after the last "
+                "item (the project builds and its tests pass, say); give one when the goal "
+                "allows",
+            },
         },
         "required": ["goal", "items"],
     },

@@ -1,0 +1,102 @@
+"""The plan's own check: a plan may carry `verify` at the top level (an end-to-end check:
+the project builds and its tests pass). It runs after the last item, as a keyed, recorded,
+sandboxed command; the task completes only if it passes. Its result is in
+`metadata.acceptance` either way, and a failure ends the run as failed with the evidence.
+"""
+
+from __future__ import annotations
+
+from a2a_agent.budget import Spend
+from a2a_agent.harness.commands import CommandResult, run_command
+from a2a_agent.harness.context import StepContext
+from a2a_agent.harness.effects import Concluded, Effect, Effects
+from a2a_agent.harness.endings import RunEndings
+from a2a_agent.harness.evidence import evidence
+from a2a_agent.harness.keys import effect_key
+from a2a_agent.harness.results import JSON, StepResult
+from persistence.records import Charge, StepRecord, StepView, Transition
+
+SCOPE = "plan"
+
+
+class AcceptanceCheck:
+    def __init__(self, ctx: StepContext, effects: Effects, endings: RunEndings) -> None:
+        self.ctx = ctx
+        self.effects = effects
+        self.endings = endings
+
+    async def accept_task(self, task_id: str) -> StepResult:
+        key = effect_key(task_id, "acceptance", scope=SCOPE, attempt=1)
+        view = await self.ctx.view(task_id, key=key, budget=True)
+        acceptance = view.policy.get("acceptance")
+        if not isinstance(acceptance, dict) or view.is_terminal:
+            return StepResult.ok()
+        command = str(acceptance["command"])
+        timeout_s = int(acceptance.get("timeout_s") or 600)
+        effect = Effect(
+            key=key,
+            step="acceptance",
+            item_id=None,
+            attempt=None,
+            spend=Spend(),
+            integrity="tree",
+            action=command,
+        )
+
+        async def perform() -> JSON:
+            ws = self.ctx.workspace(task_id)
+            result = await run_command(
+                command,
+                cwd=ws.root,
+                env=self.ctx.command_env(task_id, SCOPE, 1, key, ws.root),
+                timeout_s=timeout_s,
+                tail_bytes=self.ctx.config.output_tail_bytes,
+                sandbox=self.ctx.config.sandbox,
+                pid_file=ws.command_pid_file,
+            )
+            return {"command": result.as_json()}
+
+        async def conclude(value: JSON, runs: int) -> Concluded:
+            return await self._concluded(view, key, value, runs)
+
+        return await self.effects.run(view, effect, perform, conclude)
+
+    async def _concluded(self, view: StepView, key: str, value: JSON, runs: int) -> Concluded:
+        result = CommandResult.from_json(value["command"])
+        shown = {"result": "passed" if result.passed else "failed", **evidence(result, runs)}
+        if result.passed:
+            record = StepRecord(
+                effect_key=key,
+                step="acceptance",
+                result=value,
+                metadata_patch={"acceptance": shown},
+                transitions=[
+                    Transition(
+                        to_state="working",
+                        from_state="working",
+                        reason=f"the plan's acceptance check `{result.command}` passed",
+                    )
+                ],
+                charge=Charge(kind="command"),
+                runs=runs,
+            )
+            return Concluded(record, StepResult.ok())
+        said = (
+            f"every item passed its check, but the plan's acceptance check `{result.command}` "
+            f"exited {result.exit_code}"
+        )
+        record = StepRecord(
+            effect_key=key,
+            step="acceptance",
+            result={**value, "outcome": "failed"},
+            metadata_patch={"acceptance": shown},
+            task_state="failed",
+            status_text=f"Not completed: {said}. Output tail:\n{result.output_tail[-1500:]}",
+            transitions=[Transition(from_state="working", to_state="failed", reason=said)],
+            report={**await self.endings.report(view), "acceptance": shown},
+            charge=Charge(kind="command"),
+            runs=runs,
+        )
+        record = await self.endings.closing_record(view, record, view.items)
+        self.ctx.forget(view.task_id)
+        return Concluded(record, StepResult("failed"))
