@@ -3,17 +3,24 @@ passes is weak, and the plan's policy says what follows (issue 13, part 1)."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from pathlib import Path
 from typing import Any
 
-from a2a.types.a2a_pb2 import TaskState
+from a2a.types.a2a_pb2 import Message, Part, Role, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
+from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent
 from tests.test_pauses import approval, plan_with, request_of, rows, send_waiting
 
 COMPLETED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED
+
+
+def text_message(text: str) -> Message:
+    return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
 
 
 def three_items() -> list[dict[str, Any]]:
@@ -125,3 +132,27 @@ async def test_a_plan_level_check_decides_completion(start_agent: StartAgent) ->
     assert shown["result"] == "failed" and shown["exitCode"] == 3
     assert report_of(not_ok)["acceptance"]["result"] == "failed"
     assert {i["status"] for i in plan_of(not_ok)["items"]} == {"done"}
+
+
+async def test_a_weak_check_in_the_models_plan_goes_back_to_it(
+    start_agent: StartAgent, fake: FakeAnthropic
+) -> None:
+    weak = {"goal": "g", "items": [{"id": "w", "title": "Write w.txt", "verify": "test -d ."}]}
+    honest = {
+        "goal": "g",
+        "items": [{"id": "w", "title": "Write w.txt", "verify": "test -f w.txt"}],
+    }
+    fake.add(
+        tool_reply("submit_plan", weak),
+        tool_reply("submit_plan", honest),
+        tool_reply("write_file", {"path": "w.txt", "content": "w\n"}),
+        text_reply("Wrote w.txt."),
+    )
+    server = start_agent("serve", "pre-5", **model_env(fake))
+    async with a2a_client(server.url) as client:
+        task = await send(client, text_message("write w.txt"))
+        done = await wait_for(client, task.id, timeout=60)
+    assert done.status.state == COMPLETED
+    told = json.dumps(fake.requests[1]["messages"][-1])
+    assert "already passes before any work" in told and "test -d ." in told
+    assert prechecks(done)["w"]["result"] == "fails_before"

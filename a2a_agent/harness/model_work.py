@@ -20,6 +20,7 @@ from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.plan_harness import recorded, to_verification, within_item
+from a2a_agent.harness.prechecks import PreChecks
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.harness.tools import ASKING_SPECS, ASKING_TOOLS, TOOL_SPECS, WorkspaceTools
 from a2a_agent.model import Model
@@ -65,6 +66,7 @@ class ModelWork:
         self.model = model
         self.config = config
         self.asking = AskingTools(ctx, effects.pauses, effects.endings, config.plan_limits)
+        self.prechecks = PreChecks(ctx, effects, effects.endings)
 
     def _model(self) -> Model:
         if self.model is None:
@@ -168,6 +170,9 @@ class ModelWork:
             parsed = parse_plan(plan, self.config.plan_limits)
         except PlanError as exc:
             return StepResult("retry", attempt, {"errors": str(exc)})
+        weak = await self.prechecks.weak_in_plan(task_id, attempt, parsed.items)
+        if weak:
+            return StepResult("retry", attempt, {"errors": "; ".join(weak)})
         view = await self.ctx.view(task_id)
         summary = ", ".join(i.item_id for i in parsed.items)
         record = StepRecord(

@@ -20,9 +20,17 @@ from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import evidence, with_attempt
-from a2a_agent.harness.keys import effect_key
+from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.results import JSON, StepResult
-from persistence.records import Charge, ItemChange, ItemRow, StepRecord, StepView, Transition
+from persistence.records import (
+    Charge,
+    ItemChange,
+    ItemRow,
+    NewItem,
+    StepRecord,
+    StepView,
+    Transition,
+)
 
 PRECHECK = "precheck"
 
@@ -37,6 +45,12 @@ def precheck_of(item: ItemRow) -> JSON | None:
 
 def needs_precheck(item: ItemRow) -> bool:
     return item.status == "pending" and item.attempts == 0 and precheck_of(item) is None
+
+
+WEAK_PLAN_CHECK = (
+    "item {item}: its check `{command}` already passes before any work, so it cannot tell "
+    "done from not done; write one that fails until the item is done"
+)
 
 
 class PreChecks:
@@ -219,3 +233,50 @@ class PreChecks:
         record = await self.endings.closing_record(view, record, after.items)
         self.ctx.forget(view.task_id)
         return Concluded(record, StepResult("failed", 0))
+
+    async def weak_in_plan(self, task_id: str, attempt: int, items: list[NewItem]) -> list[str]:
+        """Pre-check a plan the model drafted, before it is accepted: what to tell the model
+        of each item whose check already passes (items that opt out are not checked). One
+        keyed effect for the whole plan at this planning try."""
+        checked = [i for i in items if i.precheck and not i.ask]
+        if not checked:
+            return []
+        key = effect_key(task_id, "plancheck", scope=PLAN_SCOPE, attempt=attempt)
+        view = await self.ctx.view(task_id, key=key, budget=True)
+        effect = Effect(
+            key=key, step="plancheck", item_id=None, attempt=None, spend=Spend(),
+            integrity="tree",
+        )  # fmt: skip
+
+        async def perform() -> JSON:
+            ws = self.ctx.workspace(task_id)
+            found = []
+            for item in checked:
+                result = await run_command(
+                    item.verify_command,
+                    cwd=ws.root,
+                    env=self.ctx.command_env(task_id, item.item_id, 0, key, ws.root),
+                    timeout_s=item.verify_timeout_s,
+                    tail_bytes=self.ctx.config.output_tail_bytes,
+                    sandbox=self.ctx.config.sandbox,
+                    pid_file=ws.command_pid_file,
+                )
+                found.append({"item": item.item_id, "command": result.as_json()})
+            return {"checks": found}
+
+        async def conclude(value: JSON, runs: int) -> Concluded:
+            weak = [
+                WEAK_PLAN_CHECK.format(item=c["item"], command=c["command"]["command"])
+                for c in value["checks"]
+                if CommandResult.from_json(c["command"]).passed
+            ]
+            record = StepRecord(
+                effect_key=key, step="plancheck", result=value, runs=runs,
+                charge=Charge(kind="command"),
+            )  # fmt: skip
+            return Concluded(record, StepResult.ok(payload={"weak": weak}))
+
+        checked_plan = await self.effects.run(view, effect, perform, conclude)
+        if checked_plan.outcome != "ok":
+            return []  # stopped (the task ended): the caller's record says so
+        return list(checked_plan.payload.get("weak", []))
