@@ -132,7 +132,8 @@ async def test_sigkill_storm(start_agent: StartAgent, database_url: str, tmp_pat
     with psycopg.connect(database_url) as conn:
         effects: dict[str, str] = dict(
             conn.execute(
-                "SELECT key, status FROM effects WHERE step IN ('run', 'verify')"
+                # the pre-check runs the verify command too, under its own key
+                "SELECT key, status FROM effects WHERE step IN ('run', 'verify', 'precheck')"
             ).fetchall()
         )
         final = conn.execute(

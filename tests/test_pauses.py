@@ -400,8 +400,19 @@ async def test_a_drafted_plan_waits_for_review_before_any_work(
             {
                 "goal": "two files",
                 "items": [
-                    {"id": "one", "title": "one", "run": keyed(ledger), "verify": "true"},
-                    {"id": "two", "title": "two", "run": keyed(ledger), "verify": "true"},
+                    # (checks that fail before the work: a weak one goes back to the model)
+                    {
+                        "id": "one",
+                        "title": "one",
+                        "run": keyed(ledger),
+                        "verify": f"test -f {ledger}",
+                    },
+                    {
+                        "id": "two",
+                        "title": "two",
+                        "run": keyed(ledger),
+                        "verify": f"test -f {ledger}",
+                    },
                 ],
             },
         )
