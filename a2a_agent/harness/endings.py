@@ -35,6 +35,23 @@ class RunEndings:
             await self.ctx.runs.run_counts(view.task_id),
         )
 
+    async def failing_item(
+        self, view: StepView, item: ItemRow, record: StepRecord, *, history: list[JSON]
+    ) -> StepRecord:
+        """`record`, the step that fails `item` and with it the run, completed with the
+        report and the closing entry of a run that ends there (its evidence as recorded)."""
+        failed = dataclasses.replace(
+            item, status="failed", evidence=record.item.evidence if record.item else None,
+            history=history,
+        )  # fmt: skip
+        after = dataclasses.replace(
+            view, items=[failed if i.item_id == item.item_id else i for i in view.items]
+        )
+        record = dataclasses.replace(record, report=await self.report(after))
+        record = await self.closing_record(view, record, after.items)
+        self.ctx.forget(view.task_id)
+        return record
+
     async def closing_record(
         self, view: StepView, record: StepRecord, items: list[ItemRow] | None = None
     ) -> StepRecord:

@@ -315,10 +315,6 @@ class PlanHarness:
                 self.effects.pauses, view, item, attempt, value, runs=runs, ask=on_failure == "ask"
             )
         history = with_attempt(item, attempt, verify=shown, outcome="failed")
-        failed_item = dataclasses.replace(item, status="failed", evidence=shown, history=history)
-        after = dataclasses.replace(
-            view, items=[failed_item if i.item_id == item_id else i for i in view.items]
-        )
         failed = StepRecord(
             effect_key=effect_key(view.task_id, "verify", scope=item_id, attempt=attempt),
             step="verify",
@@ -347,12 +343,10 @@ class PlanHarness:
                     from_state="working", to_state="failed", reason=f"item {item_id} failed"
                 ),
             ],
-            report=await self.endings.report(after),
             charge=Charge(kind="command"),
             runs=runs,
         )
-        failed = await self.endings.closing_record(view, failed, after.items)
-        self.ctx.forget(view.task_id)
+        failed = await self.endings.failing_item(view, item, failed, history=history)
         return Concluded(failed, StepResult("failed", attempt))
 
     async def _verified(

@@ -12,8 +12,6 @@ history: `{"attempt": 0, "precheck": {"result": "fails_before" | "weak" | "skipp
 
 from __future__ import annotations
 
-import dataclasses
-
 from a2a_agent.budget import Spend
 from a2a_agent.harness.commands import CommandResult, run_command
 from a2a_agent.harness.context import StepContext
@@ -196,10 +194,6 @@ class PreChecks:
     ) -> Concluded:
         item_id = item.item_id
         shown = history[-1][PRECHECK] if history else None
-        failed_item = dataclasses.replace(item, status="failed", evidence=shown, history=history)
-        after = dataclasses.replace(
-            view, items=[failed_item if i.item_id == item_id else i for i in view.items]
-        )
         record = StepRecord(
             effect_key=key,
             step=PRECHECK,
@@ -226,12 +220,10 @@ class PreChecks:
                     from_state="working", to_state="failed", reason=f"item {item_id} refused"
                 ),
             ],
-            report=await self.endings.report(after),
             charge=Charge(kind="command"),
             runs=runs,
         )
-        record = await self.endings.closing_record(view, record, after.items)
-        self.ctx.forget(view.task_id)
+        record = await self.endings.failing_item(view, item, record, history=history)
         return Concluded(record, StepResult("failed", 0))
 
     async def weak_in_plan(self, task_id: str, attempt: int, items: list[NewItem]) -> list[str]:
