@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from persistence.db import Pool, read
+from persistence.db import Pool, read, transaction
 from persistence.errors import StoreError
 from persistence.records import JSON
 from persistence.safe import optional_jsonb
@@ -225,4 +225,8 @@ class PostgresPushStore:
         return [(r["kid"], r["private_pem"]) for r in await self._rows("signing_keys", {})]
 
     async def add_signing_key(self, kid: str, pem: str) -> None:
-        await self._rows("add_signing_key", {"kid": kid, "pem": pem})
+        """Store `pem` as the signing key unless one exists (made by a process that started
+        at the same time: then that one is every process's key)."""
+        async with transaction(self._pool) as conn:
+            await conn.execute(q("lock_signing_keys"))
+            await conn.execute(q("add_signing_key"), {"kid": kid, "pem": pem})

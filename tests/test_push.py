@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -28,6 +29,9 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import InvalidParamsError
 
+from a2a_agent.delivery.signing import Signer
+from persistence.db import Pool
+from persistence.push import PostgresPushStore
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
 from tests.support.processes import REPO, StartAgent
 from tests.support.receiver import Receiver, receiver
@@ -356,3 +360,13 @@ async def test_with_delivery_off_a_separate_deliver_process_sends_the_pushes(
         total = event_count(database_url, task.id)
         hook.wait_for(lambda: len({r.seq for r in hook.accepted()}) >= total, timeout=30)
         assert_all_in_order(hook, task.id, total)
+
+
+async def test_processes_starting_together_make_one_signing_key(pool: Pool) -> None:
+    # A worker's service and its deliverer start at once: both must sign with one key.
+    store = PostgresPushStore(pool)
+    signers = [Signer("http://127.0.0.1") for _ in range(4)]
+    await asyncio.gather(*(s.load(store) for s in signers))
+    assert len({s.jwks()["keys"][0]["kid"] for s in signers}) == 1
+    assert all(len(s.jwks()["keys"]) == 1 for s in signers)
+    assert len(await store.signing_keys()) == 1

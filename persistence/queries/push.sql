@@ -81,9 +81,15 @@ SET state = 'active', attempts = 0, next_attempt_at = clock_timestamp()
 WHERE state = 'dead' AND task_id = %(task_id)s AND (%(id)s::text IS NULL OR id = %(id)s)
 RETURNING id
 
+-- name: lock_signing_keys
+-- Held while the first key is made: processes that start together make one between them.
+SELECT pg_advisory_xact_lock(hashtext('a2a_agent_signing_keys'))
+
 -- name: add_signing_key
-INSERT INTO signing_keys (kid, private_pem) VALUES (%(kid)s, %(pem)s)
-ON CONFLICT DO NOTHING
+-- The first key only; a later statement in the same transaction sees a key committed by a
+-- process that held the lock first.
+INSERT INTO signing_keys (kid, private_pem)
+SELECT %(kid)s, %(pem)s WHERE NOT EXISTS (SELECT 1 FROM signing_keys)
 
 -- name: signing_keys
 SELECT kid, private_pem FROM signing_keys ORDER BY created_at DESC, kid
