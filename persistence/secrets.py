@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -42,12 +43,20 @@ class SecretBox:
                 ) from exc
         path = home / KEY_FILE
         home.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        if not path.exists():
+            # Written whole under a name of its own, then linked into place: processes that
+            # start together (a worker and its deliverer) all read the one that won.
+            draft = home / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+            fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 os.write(fd, Fernet.generate_key())
             finally:
                 os.close(fd)
+            try:
+                with contextlib.suppress(FileExistsError):
+                    os.link(draft, path)
+            finally:
+                draft.unlink()
         return cls(path.read_bytes().strip())
 
     def seal(self, value: str | None) -> str | None:
