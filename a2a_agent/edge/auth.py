@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from starlette.authentication import AuthCredentials, SimpleUser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from a2a_agent.edge.request_checks import send_json
 from persistence.errors import StoreError
 from persistence.keys import KeyStore, StoredKey
 
@@ -100,12 +100,8 @@ def _public(path: str) -> bool:
 
 
 async def _refuse(send: Send, status: int, message: str, *, bearer: bool = False) -> None:
-    body = json.dumps({"error": message}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if bearer:
-        headers.append((b"www-authenticate", b'Bearer realm="a2a-agent"'))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    challenge = ((b"www-authenticate", b'Bearer realm="a2a-agent"'),) if bearer else ()
+    await send_json(send, status, {"error": message}, headers=challenge)
 
 
 class RequireKey:

@@ -29,23 +29,15 @@ class StrictContentType:
                     declared = value.split(b";", 1)[0].strip().lower()
                     break
             if declared not in JSON_TYPES:
-                body = json.dumps(
+                got = declared.decode("latin-1") or "none"
+                await send_json(
+                    send,
+                    415,
                     {
                         "error": "send the request body as JSON with 'Content-Type: "
-                        f"application/json' (got {declared.decode('latin-1') or 'none'!r})"
-                    }
-                ).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 415,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
+                        f"application/json' (got {got!r})"
+                    },
                 )
-                await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
 
@@ -88,13 +80,11 @@ def _unreadable(body: bytes) -> str | None:
     return None
 
 
-def _rpc_error(code: int, message: str) -> bytes:
-    return json.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-    ).encode()
-
-
-async def _answer(send: Send, status: int, body: bytes) -> None:
+async def send_json(
+    send: Send, status: int, payload: object, *, headers: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
+    """Answer a request with `payload` as JSON, before any app has read it."""
+    body = json.dumps(payload).encode()
     await send(
         {
             "type": "http.response.start",
@@ -102,10 +92,20 @@ async def _answer(send: Send, status: int, body: bytes) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                *headers,
             ],
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse(send: Send, *, rpc: bool, code: int, text: str) -> None:
+    """A JSON-RPC error (HTTP 200, as JSON-RPC answers) or, for REST, a 400 saying why."""
+    if rpc:
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": text}}
+        await send_json(send, 200, error)
+    else:
+        await send_json(send, 400, {"error": text})
 
 
 class RequestLimits:
@@ -126,11 +126,8 @@ class RequestLimits:
         rpc = scope["path"] == self.jsonrpc_path
         for name, value in scope["headers"]:
             if name == b"a2a-version" and not VERSION.fullmatch(value.strip()):
-                message = "A2A-Version must be a version number such as 1.0; this server speaks 1.0"
-                if rpc:
-                    await _answer(send, 200, _rpc_error(VERSION_NOT_SUPPORTED, message))
-                else:
-                    await _answer(send, 400, json.dumps({"error": message}).encode())
+                text = "A2A-Version must be a version number such as 1.0; this server speaks 1.0"
+                await _refuse(send, rpc=rpc, code=VERSION_NOT_SUPPORTED, text=text)
                 return
         if scope["method"] not in WITH_BODY:
             await self.app(scope, receive, send)
@@ -144,13 +141,8 @@ class RequestLimits:
             chunk: bytes = event.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await _answer(
-                    send,
-                    413,
-                    json.dumps(
-                        {"error": f"the request is larger than {self.max_bytes} bytes"}
-                    ).encode(),
-                )
+                too_big = f"the request is larger than {self.max_bytes} bytes"
+                await send_json(send, 413, {"error": too_big})
                 return
             chunks.append(chunk)
             if not event.get("more_body"):
@@ -158,10 +150,7 @@ class RequestLimits:
         body = b"".join(chunks)
         unreadable = _unreadable(body)
         if unreadable is not None:
-            if rpc:
-                await _answer(send, 200, _rpc_error(JSON_PARSE_ERROR, unreadable))
-            else:
-                await _answer(send, 400, json.dumps({"error": unreadable}).encode())
+            await _refuse(send, rpc=rpc, code=JSON_PARSE_ERROR, text=unreadable)
             return
         replayed = False
 

@@ -7,7 +7,7 @@ sandboxed command; the task completes only if it passes. Its result is in
 from __future__ import annotations
 
 from a2a_agent.budget import Spend
-from a2a_agent.harness.commands import CommandResult, run_command
+from a2a_agent.harness.commands import CommandResult
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
@@ -44,15 +44,8 @@ class AcceptanceCheck:
         )
 
         async def perform() -> JSON:
-            ws = self.ctx.workspace(task_id)
-            result = await run_command(
-                command,
-                cwd=ws.root,
-                env=self.ctx.command_env(task_id, SCOPE, 1, key, ws.root),
-                timeout_s=timeout_s,
-                tail_bytes=self.ctx.config.output_tail_bytes,
-                sandbox=self.ctx.config.sandbox,
-                pid_file=ws.command_pid_file,
+            result = await self.ctx.run_in_workspace(
+                task_id, command, item_id=SCOPE, attempt=1, key=key, timeout_s=timeout_s
             )
             return {"command": result.as_json()}
 

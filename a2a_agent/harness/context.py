@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from a2a_agent.budget import BudgetGuard
+from a2a_agent.harness.commands import CommandResult, run_command
 from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.integrity import check_workspace
 from a2a_agent.harness.keys import effect_key
@@ -93,6 +94,31 @@ class StepContext:
 
     async def view(self, task_id: str, *, key: str | None = None, budget: bool = False) -> StepView:
         return await self.runs.view(task_id, effect_key=key, budget=budget)
+
+    async def run_in_workspace(
+        self,
+        task_id: str,
+        command: str,
+        *,
+        item_id: str,
+        attempt: int,
+        key: str,
+        timeout_s: float,
+        tail_bytes: int | None = None,
+    ) -> CommandResult:
+        """Run a harness command (a run, a verify, a check) as every one runs: in the task's
+        workspace and sandbox, with the step's key in its environment, its process group
+        noted so a worker that dies leaves nothing running."""
+        ws = self.workspace(task_id)
+        return await run_command(
+            command,
+            cwd=ws.root,
+            env=self.command_env(task_id, item_id, attempt, key, ws.root),
+            timeout_s=timeout_s,
+            tail_bytes=tail_bytes or self.config.output_tail_bytes,
+            sandbox=self.config.sandbox,
+            pid_file=ws.command_pid_file,
+        )
 
     def command_env(
         self, task_id: str, item_id: str, attempt: int, key: str, root: Path

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from a2a_agent.harness.commands import run_command
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.results import JSON
 from persistence.records import Fact
@@ -17,17 +16,16 @@ async def run_checks(
     ctx: StepContext, task_id: str, item_id: str, attempt: int, *, key: str, checks: Sequence[JSON]
 ) -> list[JSON]:
     """Run each {key, check} in the workspace: its output (trimmed) is the value."""
-    ws = ctx.workspace(task_id)
     found = []
     for check in checks:
-        result = await run_command(
+        result = await ctx.run_in_workspace(
+            task_id,
             str(check["check"]),
-            cwd=ws.root,
-            env=ctx.command_env(task_id, item_id, attempt, key, ws.root),
+            item_id=item_id,
+            attempt=attempt,
+            key=key,
             timeout_s=min(CHECK_TIMEOUT_S, ctx.config.command_timeout_s),
             tail_bytes=MAX_VALUE_CHARS,
-            sandbox=ctx.config.sandbox,
-            pid_file=ws.command_pid_file,
         )
         found.append(
             {**check, "value": result.output_tail.strip()[:MAX_VALUE_CHARS],

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from a2a_agent.budget import Spend
 from a2a_agent.harness.acceptance import AcceptanceCheck
-from a2a_agent.harness.commands import CommandResult, run_command
+from a2a_agent.harness.commands import CommandResult
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
@@ -198,16 +198,14 @@ class PlanHarness:
         )
 
     async def _run(self, task_id: str, effect: Effect, command: str, timeout_s: int) -> JSON:
-        ws = self.ctx.workspace(task_id)
         assert effect.item_id is not None and effect.attempt is not None
-        result = await run_command(
+        result = await self.ctx.run_in_workspace(
+            task_id,
             command,
-            cwd=ws.root,
-            env=self.ctx.command_env(task_id, effect.item_id, effect.attempt, effect.key, ws.root),
+            item_id=effect.item_id,
+            attempt=effect.attempt,
+            key=effect.key,
             timeout_s=timeout_s,
-            tail_bytes=self.ctx.config.output_tail_bytes,
-            sandbox=self.ctx.config.sandbox,
-            pid_file=ws.command_pid_file,
         )
         return {"command": result.as_json()}
 

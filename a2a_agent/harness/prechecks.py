@@ -13,7 +13,7 @@ history: `{"attempt": 0, "precheck": {"result": "fails_before" | "weak" | "skipp
 from __future__ import annotations
 
 from a2a_agent.budget import Spend
-from a2a_agent.harness.commands import CommandResult, run_command
+from a2a_agent.harness.commands import CommandResult
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
@@ -77,15 +77,13 @@ class PreChecks:
         )
 
         async def perform() -> JSON:
-            ws = self.ctx.workspace(task_id)
-            result = await run_command(
+            result = await self.ctx.run_in_workspace(
+                task_id,
                 item.verify_command,
-                cwd=ws.root,
-                env=self.ctx.command_env(task_id, item_id, 0, key, ws.root),
+                item_id=item_id,
+                attempt=0,
+                key=key,
                 timeout_s=item.verify_timeout_s,
-                tail_bytes=self.ctx.config.output_tail_bytes,
-                sandbox=self.ctx.config.sandbox,
-                pid_file=ws.command_pid_file,
             )
             return {"command": result.as_json()}
 
@@ -241,17 +239,15 @@ class PreChecks:
         )  # fmt: skip
 
         async def perform() -> JSON:
-            ws = self.ctx.workspace(task_id)
             found = []
             for item in checked:
-                result = await run_command(
+                result = await self.ctx.run_in_workspace(
+                    task_id,
                     item.verify_command,
-                    cwd=ws.root,
-                    env=self.ctx.command_env(task_id, item.item_id, 0, key, ws.root),
+                    item_id=item.item_id,
+                    attempt=0,
+                    key=key,
                     timeout_s=item.verify_timeout_s,
-                    tail_bytes=self.ctx.config.output_tail_bytes,
-                    sandbox=self.ctx.config.sandbox,
-                    pid_file=ws.command_pid_file,
                 )
                 found.append({"item": item.item_id, "command": result.as_json()})
             return {"checks": found}
