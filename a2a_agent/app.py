@@ -44,6 +44,7 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
             budget_caps=settings.budget_caps,
             policy_defaults={
                 "on_item_failure": settings.on_item_failure,
+                "on_regression": settings.on_regression,
                 "budget_pause": settings.budget_pause,
             },
             smallest_call=SmallestCall(

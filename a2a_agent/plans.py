@@ -30,6 +30,9 @@ ITEM_KEYS = frozenset(
 FACT_KEYS = frozenset({"key", "check", "max_age_s"})
 MAX_FACTS = 20
 COMMAND_KEYS = frozenset({"command", "timeout_s"})
+# An item's verify may also say its check only reads the workspace, so re-verification may run
+# it beside other such checks.
+VERIFY_KEYS = COMMAND_KEYS | {"independent"}
 PLAN_KEYS = frozenset({"goal", "items", "policy", "verify"})
 MAX_GOAL_CHARS = 10_000
 MAX_TITLE_CHARS = 500
@@ -41,11 +44,15 @@ POLICY_KEYS = frozenset(
         "on_expiry",
         "budget_pause",
         "on_weak_check",
+        "on_regression",
+        "reverify_every",
     }
 )
 ON_ITEM_FAILURE = ("stop", "ask", "skip")
 ON_WEAK_CHECK = ("warn", "ask", "refuse")  # a verify command that passes before the work
 ON_EXPIRY = ("reject", "approve")
+# A done item whose check fails when re-verified: work it again, ask a person, or fail.
+ON_REGRESSION = ("reopen", "ask", "fail")
 MAX_EXPIRES_S = 90 * 24 * 3600
 MAX_ATTEMPTS_CAP = 20
 
@@ -93,12 +100,16 @@ def _command(value: Any, where: str) -> str:
 
 
 def _command_spec(
-    value: Any, where: str, default_timeout: int | None, max_timeout: int
+    value: Any,
+    where: str,
+    default_timeout: int | None,
+    max_timeout: int,
+    allowed: frozenset[str] = COMMAND_KEYS,
 ) -> tuple[str, int | None]:
     """A command given as a string, or as {"command", "timeout_s"}; its timeout is capped by
     the server's setting."""
     if isinstance(value, Mapping):
-        _unknown(value.keys(), COMMAND_KEYS, where)
+        _unknown(value.keys(), allowed, where)
         timeout = default_timeout
         if "timeout_s" in value:
             timeout = _whole_number(
@@ -122,7 +133,8 @@ def _one_of(value: Any, where: str, allowed: tuple[str, ...]) -> str:
 
 def parse_policy(data: Any) -> dict[str, Any]:
     """What the run does at its checkpoints: {reviewPlan, onItemFailure, approvalExpiresS,
-    onExpiry, budgetPause, onWeakCheck}. Raises PlanError naming the problem."""
+    onExpiry, budgetPause, onWeakCheck, onRegression, reverifyEvery}. Raises PlanError naming
+    the problem."""
     if not isinstance(data, Mapping):
         raise PlanError('"policy" must be an object')
     _unknown(data.keys(), POLICY_KEYS, "policy")
@@ -140,6 +152,14 @@ def parse_policy(data: Any) -> dict[str, Any]:
     if "on_weak_check" in data:
         policy["on_weak_check"] = _one_of(
             data["on_weak_check"], "policy.onWeakCheck", ON_WEAK_CHECK
+        )
+    if "on_regression" in data:
+        policy["on_regression"] = _one_of(
+            data["on_regression"], "policy.onRegression", ON_REGRESSION
+        )
+    if "reverify_every" in data:
+        policy["reverify_every"] = _whole_number(
+            data["reverify_every"], "policy.reverifyEvery", low=1, high=10_000
         )
     if "approval_expires_s" in data:
         policy["approval_expires_s"] = _whole_number(
@@ -250,6 +270,10 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
             f"{where}: verify",
             limits.default_verify_timeout_s,
             limits.max_verify_timeout_s,
+            VERIFY_KEYS,
+        )
+        independent = isinstance(given["verify"], Mapping) and _flag(
+            given["verify"].get("independent", False), f"{where}: verify.independent"
         )
         item_timeout = None
         if "timeout_s" in raw:
@@ -274,6 +298,7 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
                 irreversible=irreversible,
                 ask=ask,
                 precheck=precheck,
+                verify_independent=independent,
                 facts=parse_facts(raw["facts"], f"{where}: facts") if "facts" in raw else [],
             )
         )

@@ -110,6 +110,7 @@ class Runtime:
                 output_tail_bytes=settings.output_tail_bytes,
                 executor_id=settings.executor_id,
                 sandbox=self.sandbox,
+                reverify_parallelism=settings.reverify_parallelism,
             ),
         )
         endings = RunEndings(self.context)

@@ -23,7 +23,7 @@ from a2a_agent.budget import (
 )
 from a2a_agent.errors import ConfigError, PlanError
 from a2a_agent.model import DEFAULT_MODEL
-from a2a_agent.plans import ON_ITEM_FAILURE
+from a2a_agent.plans import ON_ITEM_FAILURE, ON_REGRESSION
 
 # Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
 # cannot express; every in-flight run is recovered only by a process with the same version.
@@ -158,6 +158,8 @@ class Settings:
     budget_pause_pct: int = 80
     approval_expires_s: float = 7 * 24 * 3600.0
     on_item_failure: str = "ask"
+    on_regression: str = "ask"  # a done item's check fails when re-verified
+    reverify_parallelism: int = 4  # independent checks re-verified at once
     budget_pause: bool = True
     push_allow_hosts: str = ""
     push_max_attempts: int = 8
@@ -260,6 +262,8 @@ class Settings:
             budget_pause_pct=_int(env, "A2A_AGENT_BUDGET_PAUSE_PCT", 80, minimum=51),
             approval_expires_s=_float(env, "A2A_AGENT_APPROVAL_EXPIRES_S", 7 * 24 * 3600.0),
             on_item_failure=_choice(env, "A2A_AGENT_ON_ITEM_FAILURE", ON_ITEM_FAILURE, "ask"),
+            on_regression=_choice(env, "A2A_AGENT_ON_REGRESSION", ON_REGRESSION, "ask"),
+            reverify_parallelism=_int(env, "A2A_AGENT_REVERIFY_PARALLELISM", 4, minimum=1),
             budget_pause=_choice(env, "A2A_AGENT_BUDGET_PAUSE", ("on", "off"), "on") == "on",
             push_allow_hosts=env.get("A2A_AGENT_PUSH_ALLOW_HOSTS") or "",
             push_max_attempts=_int(env, "A2A_AGENT_PUSH_MAX_ATTEMPTS", 8, minimum=1),

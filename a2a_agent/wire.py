@@ -63,6 +63,12 @@ SNAKE_NAMES = [
     "failed_before_passed_after",
     "precheck_skipped",
     "not_prechecked",
+    "on_regression",
+    "reverify_every",
+    "verify_independent",
+    "broken_by",
+    "at_commit",
+    "items_regressed",
 ]
 
 

@@ -84,6 +84,7 @@ BEGIN
                    'history', i.history, 'run_timeout_s', i.run_timeout_s,
                    'timeout_s', i.timeout_s, 'irreversible', i.irreversible, 'ask', i.ask,
                    'facts', i.facts, 'precheck', i.precheck,
+                   'verify_independent', i.verify_independent,
                    'elapsed_s', extract(epoch FROM clock_timestamp() - i.started_at)::float8)
                    ORDER BY i.position),
                '[]'::jsonb)
@@ -194,7 +195,8 @@ BEGIN
                        'verify_timeout_s', i.verify_timeout_s, 'timeout_s', i.timeout_s,
                        'evidence', i.evidence, 'commit', i.commit_sha,
                        'irreversible', i.irreversible, 'ask', i.ask,
-                       'precheck', i.precheck, 'history', i.history) ORDER BY i.position)
+                       'precheck', i.precheck, 'verify_independent', i.verify_independent,
+                       'history', i.history) ORDER BY i.position)
                        FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb),
                    'decisions', (
                        SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -213,6 +215,7 @@ BEGIN
                    'items_done', count(*) FILTER (WHERE i.status = 'done'),
                    'items_failed', count(*) FILTER (WHERE i.status = 'failed'),
                    'items_skipped', count(*) FILTER (WHERE i.status = 'skipped'),
+                   'items_regressed', count(*) FILTER (WHERE i.status = 'regressed'),
                    'current_item', (array_agg(i.item_id ORDER BY i.position)
                        FILTER (WHERE i.status IN ('in_progress', 'verifying')))[1]) AS progress,
                -- How strong the checks were (harness/report.py counts the same way).
@@ -225,7 +228,11 @@ BEGIN
                    'precheck_skipped', count(*) FILTER (
                        WHERE i.history @> '[{"attempt": 0, "precheck": {"result": "skipped"}}]'),
                    'not_prechecked', count(i.item_id) FILTER (
-                       WHERE NOT i.history @> '[{"attempt": 0}]')) AS verification
+                       WHERE NOT i.history @> '[{"attempt": 0}]'),
+                   'regressed', count(*) FILTER (
+                       WHERE i.history @> '[{"reverify": [{"result": "regressed"}]}]'),
+                   'reopened', count(*) FILTER (
+                       WHERE i.history @> '[{"reopened": {}}]')) AS verification
         FROM tasks t2 LEFT JOIN items i ON i.task_id = t2.id
         WHERE t2.id = p_task_id
         GROUP BY t2.id, t2.goal
@@ -342,7 +349,7 @@ BEGIN
         END IF;
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                            verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
-                           facts, precheck)
+                           facts, precheck, verify_independent)
         SELECT p_task_id, coalesce((n.x ->> 'position')::integer, n.ord - 1),
                n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
                n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
@@ -350,9 +357,15 @@ BEGIN
                (n.x ->> 'timeout_s')::integer,
                coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask',
                coalesce(n.x -> 'facts', '[]'::jsonb),
-               coalesce((n.x ->> 'precheck')::boolean, true)
+               coalesce((n.x ->> 'precheck')::boolean, true),
+               coalesce((n.x ->> 'verify_independent')::boolean, false)
         FROM jsonb_array_elements(v_new_items) WITH ORDINALITY AS n (x, ord);
-        IF v_item IS NOT NULL THEN
+        -- The step's item, and any more it changes at once (a re-verification round).
+        FOR v_item IN
+            SELECT value FROM jsonb_array_elements(
+                CASE WHEN v_item IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(v_item) END
+                || coalesce(nullif(p_step -> 'more_items', 'null'::jsonb), '[]'::jsonb))
+        LOOP
             UPDATE items
             SET status = v_item ->> 'status', attempts = (v_item ->> 'attempts')::integer,
                 title = coalesce(v_item -> 'definition' ->> 'title', title),
@@ -384,11 +397,11 @@ BEGIN
                 'evidence', evidence, 'commit_sha', commit_sha, 'failures', failures,
                 'history', history, 'run_timeout_s', run_timeout_s, 'timeout_s', timeout_s,
                 'irreversible', irreversible, 'ask', ask, 'facts', facts,
-                'precheck', precheck,
+                'precheck', precheck, 'verify_independent', verify_independent,
                 'elapsed_s', extract(epoch FROM clock_timestamp() - started_at)::float8)
             INTO v_one;
-            v_changed := jsonb_build_array(v_one);
-        END IF;
+            v_changed := v_changed || jsonb_build_array(v_one);
+        END LOOP;
         IF p_bundle IS NOT NULL THEN
             INSERT INTO checkpoints (task_id, seq, sha, bundle)
             SELECT p_task_id, coalesce(max(seq), 0) + 1, p_step ->> 'checkpoint_sha', p_bundle
@@ -420,7 +433,8 @@ BEGIN
                 'state', p_step -> 'task_state',
                 'status_text', coalesce(nullif(p_step -> 'status_text', 'null'::jsonb),
                                         to_jsonb(v_locked.status_text)),
-                'items_changed', v_item IS NOT NULL OR jsonb_array_length(v_new_items) > 0,
+                'items_changed', jsonb_array_length(v_changed) > 0
+                                 OR jsonb_array_length(v_new_items) > 0,
                 'charged', v_charge IS NOT NULL,
                 'report', p_step -> 'report',
                 'fingerprint', p_step -> 'fingerprint',
@@ -568,14 +582,15 @@ BEGIN
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                            verify_timeout_s, max_attempts, run_timeout_s, timeout_s,
                            irreversible, ask, facts, status, attempts, evidence, commit_sha,
-                           history, precheck)
+                           history, precheck, verify_independent)
         SELECT v_id, position, item_id, title, run, verify_command, verify_timeout_s,
                max_attempts, run_timeout_s, timeout_s, irreversible, ask, facts,
                CASE WHEN status = 'done' THEN 'done' ELSE 'pending' END,
                CASE WHEN status = 'done' THEN attempts ELSE 0 END,
                CASE WHEN status = 'done' THEN evidence END,
                CASE WHEN status = 'done' THEN commit_sha END,
-               CASE WHEN status = 'done' THEN history ELSE '[]'::jsonb END, precheck
+               CASE WHEN status = 'done' THEN history ELSE '[]'::jsonb END, precheck,
+               verify_independent
         FROM items WHERE task_id = v_from;
         -- Its own copy of the checkpoints, so its workspace can be rebuilt like any other.
         INSERT INTO checkpoints (task_id, seq, sha, bundle)
@@ -584,13 +599,14 @@ BEGIN
     END IF;
     INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                        verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
-                       facts, precheck)
+                       facts, precheck, verify_independent)
     SELECT v_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
            n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
            (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
            (n.x ->> 'timeout_s')::integer,
            coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask',
-           coalesce(n.x -> 'facts', '[]'::jsonb), coalesce((n.x ->> 'precheck')::boolean, true)
+           coalesce(n.x -> 'facts', '[]'::jsonb), coalesce((n.x ->> 'precheck')::boolean, true),
+           coalesce((n.x ->> 'verify_independent')::boolean, false)
     FROM jsonb_array_elements(CASE WHEN v_from IS NULL THEN v_items ELSE '[]' END)
          WITH ORDINALITY AS n (x, ord);
     IF v_rejection IS NOT NULL THEN

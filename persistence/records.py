@@ -27,6 +27,8 @@ class NewItem:
     ask: str | None = None  # a question item: its work is a person's answer
     facts: list[JSON] = field(default_factory=list)  # it establishes: {key, check, max_age_s}
     precheck: bool = True  # its verify command runs once before the work, to see it fail
+    # Its check only reads the workspace: re-verification may run it beside other such checks.
+    verify_independent: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class ItemRow:
     ask: str | None = None
     facts: list[JSON] = field(default_factory=list)
     precheck: bool = True
+    verify_independent: bool = False
 
     def time_left_s(self) -> float | None:
         """Seconds the item may still take; None without a limit of its own."""
@@ -238,6 +241,7 @@ class StepRecord:
     step: str
     result: JSON
     item: ItemChange | None = None
+    more_items: list[ItemChange] = field(default_factory=list)  # others changed at once
     task_state: str | None = None
     status_text: str | None = None
     transitions: list[Transition] = field(default_factory=list)
@@ -275,7 +279,7 @@ class StepRecord:
     @property
     def changes_files(self) -> bool:
         """Whether plan.json / progress.md must be rendered again after this record."""
-        return bool(self.transitions or self.item or self.new_items)
+        return bool(self.transitions or self.item or self.more_items or self.new_items)
 
 
 @dataclass(frozen=True)

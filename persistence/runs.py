@@ -71,6 +71,7 @@ def step_json(record: StepRecord) -> JSON:
         "effect_item_id": record.effect_item_id,
         "effect_attempt": record.effect_attempt,
         "item": dataclasses.asdict(record.item) if record.item else None,
+        "more_items": [dataclasses.asdict(i) for i in record.more_items],
         "task_state": record.task_state,
         "status_text": record.status_text,
         "transitions": [transition_json(t) for t in record.transitions],

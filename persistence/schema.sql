@@ -58,10 +58,12 @@ CREATE TABLE items (
     ask              text,
     facts            jsonb NOT NULL DEFAULT '[]'::jsonb,
     precheck         boolean NOT NULL DEFAULT true,
+    verify_independent boolean NOT NULL DEFAULT false,
     PRIMARY KEY (task_id, item_id),
     UNIQUE (task_id, position),
     CONSTRAINT items_status_check
-        CHECK (status IN ('pending', 'in_progress', 'verifying', 'done', 'failed', 'skipped'))
+        CHECK (status IN ('pending', 'in_progress', 'verifying', 'done', 'failed', 'skipped',
+                          'regressed'))
 );
 
 CREATE TABLE transitions (
@@ -169,7 +171,7 @@ CREATE TABLE pauses (
     id           text NOT NULL,
     kind         text NOT NULL CHECK (kind IN ('irreversible_action', 'plan_change',
                       'budget_threshold', 'repeated_failure', 'plan_review', 'question',
-                      'stale_fact', 'weak_check')),
+                      'stale_fact', 'weak_check', 'regression')),
     segment      integer NOT NULL,
     item_id      text,
     attempt      integer,

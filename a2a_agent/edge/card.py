@@ -85,6 +85,7 @@ def load_card(
                 "approvalExpiresS": settings.approval_expires_s,
                 "onExpiry": "reject",
                 "onWeakCheck": "warn",
+                "onRegression": settings.on_regression,
             },
             "keys": "camelCase in every data part and in metadata; plan and budget input may "
             "also use snake_case",

@@ -17,6 +17,7 @@ from a2a_agent.plans import (
     MAX_EXPIRES_S,
     ON_EXPIRY,
     ON_ITEM_FAILURE,
+    ON_REGRESSION,
     ON_WEAK_CHECK,
     PlanLimits,
 )
@@ -29,22 +30,34 @@ EXTENSION_URI = "https://github.com/a2a-agent/a2a-agent/extensions/verified-plan
 
 
 def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
+    text: JSON = {"type": "string", "minLength": 1}
+    timeout: JSON = {"type": "integer", "minimum": 1, "maximum": limits.max_verify_timeout_s}
     command = {
         "description": "A shell command (bash -c) run in the task's git workspace, or the "
         "command with its own timeout.",
         "oneOf": [
-            {"type": "string", "minLength": 1},
+            text,
+            {
+                "type": "object",
+                "required": ["command"],
+                "additionalProperties": False,
+                "properties": {"command": text, "timeoutS": timeout},
+            },
+        ],
+    }
+    check = {
+        "description": "A check: a command, or the command with its timeout and whether it "
+        "only reads the workspace (independent: re-verification may run it beside others).",
+        "oneOf": [
+            text,
             {
                 "type": "object",
                 "required": ["command"],
                 "additionalProperties": False,
                 "properties": {
-                    "command": {"type": "string", "minLength": 1},
-                    "timeoutS": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": limits.max_verify_timeout_s,
-                    },
+                    "command": text,
+                    "timeoutS": timeout,
+                    "independent": {"type": "boolean", "default": False},
                 },
             },
         ],
@@ -63,8 +76,10 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                 "description": "Does the item's work; without it the model works the item.",
             },
             "verify": {
-                "$ref": "#/$defs/command",
-                "description": "Exit code 0 marks the item done; the harness runs it.",
+                "$ref": "#/$defs/check",
+                "description": "Exit code 0 marks the item done; the harness runs it (before "
+                "the work, to see it fail; after it; and again at the end, to catch "
+                "regressions).",
             },
             "maxAttempts": {
                 "type": "integer",
@@ -123,6 +138,19 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                 "description": "An item whose verify passes before the work: warn (go on, "
                 "flagged), ask a person, or refuse (the item fails).",
             },
+            "onRegression": {
+                "enum": list(ON_REGRESSION),
+                "description": "A done item whose verify fails when run again after later "
+                "items: reopen it (a new attempt), ask a person, or fail the task. Default: "
+                "the card's policyDefaults.onRegression.",
+            },
+            "reverifyEvery": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 10_000,
+                "description": "Also run every done item's verify again after every N items "
+                "(always after the last).",
+            },
         },
     }
     return {
@@ -142,8 +170,13 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                 "description": "Worked in order. Item ids must be unique (the server checks).",
             },
             "policy": {"$ref": "#/$defs/policy"},
+            "verify": {
+                "$ref": "#/$defs/command",
+                "description": "The plan's acceptance check (an end-to-end check), run after "
+                "the last item and after every reopening; completion needs it.",
+            },
         },
-        "$defs": {"command": command, "item": item, "policy": policy},
+        "$defs": {"command": command, "check": check, "item": item, "policy": policy},
     }
 
 

@@ -128,6 +128,10 @@ class PlanRunner(DBOSConfiguredInstance):
         return await self._gated(self.harness.acceptance.accept_task(task_id))
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
+    async def reverify(self, task_id: str, round_id: str) -> JSON:
+        return await self._gated(self.harness.reverification.reverify(task_id, round_id))
+
+    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
         return await self._gated(self.harness.verify_item(task_id, item_id, attempt))
 
@@ -237,9 +241,10 @@ class PlanRunner(DBOSConfiguredInstance):
             return "failed"
 
     async def _run(self, task_id: str, segment: int) -> str:
-        # Runs started before pre-checks and acceptance checks existed replay without them
-        # (DBOS patching).
+        # Runs started before pre-checks and acceptance checks existed replay without them,
+        # and those started before re-verification without it (DBOS patching).
         prechecks = await DBOS.patch_async("checks-that-fail")
+        regressions = await DBOS.patch_async("regressions") if prechecks else False
         snap = (await self._step(self.snapshot(task_id))).payload
         if snap["state"] in TERMINAL_STATES:
             raise RunStopped  # ended before this run began (canceled while queued)
@@ -252,15 +257,49 @@ class PlanRunner(DBOSConfiguredInstance):
             await self._plan(task_id)
             await self._step(self.review_plan(task_id))
             snap = (await self._step(self.snapshot(task_id))).payload
+        rounds = Rounds(segment)
+        while True:
+            walked = await self._walk(task_id, snap, rounds if regressions else None, prechecks)
+            if walked == "walked" and regressions:
+                # Every item has an outcome: every done item's check must still pass.
+                walked = await self._reverified(task_id, rounds)
+            if walked == "reopened":
+                snap = (await self._step(self.snapshot(task_id))).payload
+                continue
+            if walked != "walked":
+                return walked
+            break
+        if prechecks and (await self._step(self.accept_task(task_id))).outcome == "failed":
+            return "failed"  # the plan's own check did not pass: the run ended there
+        return str((await self._step(self.finish(task_id))).payload["state"])
+
+    async def _walk(self, task_id: str, snap: JSON, rounds: Rounds | None, prechecks: bool) -> str:
+        """Work the plan's items in order: `walked` once each has an outcome, `reopened` if
+        a re-verification round reopened one, else how the run ended."""
+        every = int(snap.get("reverify_every") or 0)
+        done = sum(1 for i in snap["items"] if i["status"] == "done")
         for item in snap["items"]:
+            was = item["status"]
             outcome = await self._work_item(
                 task_id, item, int(item["attempts"]), precheck=prechecks
             )
             if outcome not in ("done", "skipped"):
                 return outcome
-        if prechecks and (await self._step(self.accept_task(task_id))).outcome == "failed":
-            return "failed"  # the plan's own check did not pass: the run ended there
-        return str((await self._step(self.finish(task_id))).payload["state"])
+            if outcome == "done" and was != "done":
+                done += 1
+                if rounds is not None and every and done % every == 0:
+                    checked = await self._reverified(task_id, rounds)
+                    if checked != "walked":
+                        return checked
+        return "walked"
+
+    async def _reverified(self, task_id: str, rounds: Rounds) -> str:
+        """A re-verification round: `walked` if every done item's check still passes,
+        `reopened` if the policy reopened the ones that do not, else the run ended."""
+        checked = await self._step(self.reverify(task_id, rounds.next()))
+        if checked.outcome == "retry":
+            return "reopened"
+        return "walked" if checked.outcome == "ok" else checked.outcome
 
     async def _plan(self, task_id: str) -> None:
         """Ask the model for a plan until one is valid (the harness checks, not the model)."""
@@ -423,6 +462,19 @@ class PlanRunner(DBOSConfiguredInstance):
             (await self._step(self.call_model(task_id, call))).payload
         )
         return prompts.compacted(messages, summary.text)
+
+
+class Rounds:
+    """Names re-verification rounds by the segment and their order in it: a pure function of
+    the run's position, the same when a crash replays the workflow."""
+
+    def __init__(self, segment: int) -> None:
+        self.segment = segment
+        self.count = 0
+
+    def next(self) -> str:
+        self.count += 1
+        return f"s{self.segment}.{self.count}"
 
 
 def _context_size(usage: Usage, messages: list[JSON]) -> int:

@@ -13,6 +13,7 @@ from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import evidence
 from a2a_agent.harness.keys import effect_key
+from a2a_agent.harness.regressions import reopenings
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.records import Charge, StepRecord, StepView, Transition
 
@@ -26,7 +27,11 @@ class AcceptanceCheck:
         self.endings = endings
 
     async def accept_task(self, task_id: str) -> StepResult:
-        key = effect_key(task_id, "acceptance", scope=SCOPE, attempt=1)
+        """The plan's check on the workspace as the items left it: once, and once more after
+        every reopening (an item worked again changed it)."""
+        view = await self.ctx.view(task_id)
+        attempt = 1 + sum(reopenings(i) for i in view.items)
+        key = effect_key(task_id, "acceptance", scope=SCOPE, attempt=attempt)
         view = await self.ctx.view(task_id, key=key, budget=True)
         acceptance = view.policy.get("acceptance")
         if not isinstance(acceptance, dict) or view.is_terminal:
@@ -45,7 +50,7 @@ class AcceptanceCheck:
 
         async def perform() -> JSON:
             result = await self.ctx.run_in_workspace(
-                task_id, command, item_id=SCOPE, attempt=1, key=key, timeout_s=timeout_s
+                task_id, command, item_id=SCOPE, attempt=attempt, key=key, timeout_s=timeout_s
             )
             return {"command": result.as_json()}
 

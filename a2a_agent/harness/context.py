@@ -48,6 +48,7 @@ class HarnessConfig:
     output_tail_bytes: int
     executor_id: str
     git_timeout_s: float = 600.0
+    reverify_parallelism: int = 4  # independent checks re-verified side by side
     sandbox: Sandbox = field(default_factory=Sandbox)
 
 
@@ -89,8 +90,9 @@ class StepContext:
             sandbox=self.config.sandbox if self.config.sandbox.enabled else None,
         )
 
-    def marker_path(self, task_id: str) -> Path:
-        return self.config.workspaces / ".effects" / f"{task_id}.json"
+    def marker_path(self, task_id: str, lane: int = 0) -> Path:
+        name = task_id if lane == 0 else f"{task_id}.{lane}"
+        return self.config.workspaces / ".effects" / f"{name}.json"
 
     async def view(self, task_id: str, *, key: str | None = None, budget: bool = False) -> StepView:
         return await self.runs.view(task_id, effect_key=key, budget=budget)
@@ -105,19 +107,22 @@ class StepContext:
         key: str,
         timeout_s: float,
         tail_bytes: int | None = None,
+        lane: int = 0,
+        cwd: Path | None = None,
     ) -> CommandResult:
         """Run a harness command (a run, a verify, a check) as every one runs: in the task's
-        workspace and sandbox, with the step's key in its environment, its process group
-        noted so a worker that dies leaves nothing running."""
+        workspace (or `cwd`, a checkout inside it) and sandbox, with the step's key in its
+        environment, its process group noted so a worker that dies leaves nothing running
+        (commands run side by side note theirs in their own `lane`)."""
         ws = self.workspace(task_id)
         return await run_command(
             command,
-            cwd=ws.root,
+            cwd=cwd or ws.root,
             env=self.command_env(task_id, item_id, attempt, key, ws.root),
             timeout_s=timeout_s,
             tail_bytes=tail_bytes or self.config.output_tail_bytes,
             sandbox=self.config.sandbox,
-            pid_file=ws.command_pid_file,
+            pid_file=ws.lane_pid_file(lane),
         )
 
     def command_env(

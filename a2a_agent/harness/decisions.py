@@ -15,6 +15,7 @@ from a2a_agent.harness.files import overwrite
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.pauses import Pauses, asked_here
 from a2a_agent.harness.plan_harness import verify_start
+from a2a_agent.harness.regressions import reopened
 from a2a_agent.harness.results import StepResult
 from persistence.records import (
     Decision,
@@ -112,6 +113,8 @@ class DecisionSteps:
             if choice == "approve":
                 return await self._change_plan(view, decided, why)
             return StepResult.ok()  # the model is told the plan is unchanged
+        if kind == "regression":
+            return await self._regression(view, decided, why)
         if kind == "question" and item is not None:
             if choice == "answer":
                 return await self._answered(view, item, decided)
@@ -240,6 +243,45 @@ class DecisionSteps:
             )
             result = await self.ctx.advance(current, removal)
         return result
+
+    async def _regression(self, view: StepView, decided: Decision, why: str) -> StepResult:
+        """Items whose check failed when re-verified: reopened for a new attempt, skipped, or
+        (reject) the run fails."""
+        choice = decided.decision
+        if choice not in ("reopen", "skip"):
+            return await self._stop(view, f"stopped at a regression {why}")
+        asked = [str(i["item"]) for i in decided.details.get("items") or []]
+        items = [i for i in view.items if i.item_id in asked and i.status == "regressed"]
+        if choice == "reopen":
+            changes = [reopened(i, i.history, why, decided.id) for i in items]
+        else:
+            changes = [
+                ItemChange(
+                    item_id=i.item_id,
+                    status="skipped",
+                    attempts=i.attempts,
+                    history=with_attempt(i, i.attempts, outcome=f"skipped {_who(decided)}"),
+                )
+                for i in items
+            ]
+        record = StepRecord(
+            effect_key=effect_key(view.task_id, f"decide.{decided.id}"),
+            step="decide",
+            result={"decision": choice},
+            item=changes[0] if changes else None,
+            more_items=changes[1:],
+            transitions=[
+                Transition(
+                    item_id=c.item_id,
+                    attempt=c.attempts + (choice == "reopen"),
+                    from_state="regressed",
+                    to_state=c.status,
+                    reason=f"{'reopened' if choice == 'reopen' else 'skipped'}: {why}",
+                )
+                for c in changes
+            ],
+        )
+        return await self.ctx.advance(view, record)
 
     async def _stop(self, view: StepView, reason: str) -> StepResult:
         await self.endings.fail(view, reason)

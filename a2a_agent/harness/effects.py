@@ -60,6 +60,8 @@ class Effect:
     # The result to conclude with when a person refused the effect (a tool call: an error the
     # model reads); None: a refusal ends the run (applied before the effect is reached).
     refused: Callable[[Decision], JSON] | None = None
+    # Effects that run side by side (re-verification) each keep their own marker and pid file.
+    lane: int = 0
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,14 @@ class EffectMarker:
         except (OSError, ValueError):
             return 0
         return int(data.get("runs", 0)) if data.get("key") == key else 0
+
+    def key(self) -> str | None:
+        """The key of the effect last begun here."""
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        return str(data["key"]) if isinstance(data, dict) and "key" in data else None
 
     def begin(self, key: str, runs: int) -> None:
         # Written before the effect starts; a few bytes on local disk (a kill -9 keeps them).
@@ -125,8 +135,8 @@ class Effects:
         self.wakeups = wakeups
         self.pauses = pauses
 
-    def marker(self, task_id: str) -> EffectMarker:
-        return EffectMarker(self.ctx.marker_path(task_id))
+    def marker(self, task_id: str, lane: int = 0) -> EffectMarker:
+        return EffectMarker(self.ctx.marker_path(task_id, lane))
 
     async def run(
         self,
@@ -139,7 +149,7 @@ class Effects:
         record what `conclude` makes of its result. `view` was read with the effect's key
         and, unless the effect spends nothing, with the budget."""
         recorded = view.effect
-        marker = self.marker(view.task_id)
+        marker = self.marker(view.task_id, effect.lane)
         if recorded is not None and recorded.status == "completed" and recorded.result is not None:
             value, runs = recorded.result, recorded.runs
         elif view.is_terminal:

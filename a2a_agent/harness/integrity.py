@@ -25,7 +25,8 @@ async def check_workspace(
     on purpose), or that lost its last checkpoint (a lost disk, another machine), is rebuilt
     from the checkpoint bundles; the caller restarts the item as a new attempt.
     """
-    kill_leftovers(ws.command_pid_file)
+    for pid_file in ws.pid_files():
+        kill_leftovers(pid_file)
     ws.clear_stale_locks()
     checkpoint = view.checkpoint_sha
     if checkpoint is None:

@@ -14,6 +14,9 @@ Where a run pauses (`kind`):
     plan_review          a drafted plan, before any work (policy review_plan)
     question             a plan item that asks a person (`ask`)
     stale_fact           before an irreversible action, a fact checked again has changed
+    weak_check           an item's check passes before any work (policy on_weak_check: ask)
+    regression           a done item's check fails when run again after later items
+                         (policy on_regression: ask)
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ OPTIONS: dict[str, list[str]] = {
     "stale_fact": ["approve", "reject"],
     "plan_change": ["approve", "reject"],
     "weak_check": ["approve", "skip", "reject"],
+    "regression": ["reopen", "skip", "reject"],
 }
 GOING_ON = frozenset({"approve", "retry", "answer"})
 

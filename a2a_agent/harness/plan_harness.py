@@ -22,6 +22,7 @@ from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.out_of_attempts import out_of_attempts
 from a2a_agent.harness.prechecks import PreChecks
 from a2a_agent.harness.results import JSON, StepResult
+from a2a_agent.harness.reverify import Reverification
 from persistence.errors import NotFound
 from persistence.records import (
     Charge,
@@ -107,6 +108,7 @@ class PlanHarness:
         self.endings = endings
         self.prechecks = PreChecks(ctx, effects, endings)
         self.acceptance = AcceptanceCheck(ctx, effects, endings)
+        self.reverification = Reverification(ctx, effects, endings)
 
     async def snapshot(self, task_id: str) -> StepResult:
         view = await self.ctx.view(task_id)
@@ -121,7 +123,8 @@ class PlanHarness:
             }
             for i in view.items
         ]
-        return StepResult.ok({"state": view.state, "items": items})
+        every = view.policy.get("reverify_every")
+        return StepResult.ok({"state": view.state, "items": items, "reverify_every": every})
 
     async def begin_task(self, task_id: str) -> StepResult:
         view = await self.ctx.view(task_id)

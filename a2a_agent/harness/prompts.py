@@ -15,14 +15,14 @@ from persistence.records import ItemRow
 
 KEPT_RESULT_CHARS = 1000
 
-KEPT_RESULT_CHARS = 1000
-
 PLANNER_SYSTEM = """\
 You plan work for an autonomous software agent that works in a git repository, one item at a \
 time. Break the goal into a short sequence of items (usually 1 to 8). Every item needs a \
 `verify` shell command that exits 0 if and only if the item is done; the harness, not you, \
-runs it after the item's work, so make it a real check (tests, a grep, a build), never \
-`true`. Item ids are short slugs. Give an item a `run` command only if a fixed shell command \
+runs it before the item's work (it must fail then), after it, and again once later items \
+are done (it must still pass), so make it a real check (tests, a grep, a build), never \
+`true`. Give the plan an end-to-end `verify` when the goal allows. Item ids are short \
+slugs. Give an item a `run` command only if a fixed shell command \
 does its whole work; otherwise the agent will work it with tools. Submit the plan with the \
 submit_plan tool."""
 
@@ -52,7 +52,14 @@ PLAN_ITEM_SCHEMA: JSON = {
                 {"type": "string"},
                 {
                     "type": "object",
-                    "properties": {"command": {"type": "string"}, "timeout_s": {"type": "integer"}},
+                    "properties": {
+                        "command": {"type": "string"},
+                        "timeout_s": {"type": "integer"},
+                        "independent": {
+                            "type": "boolean",
+                            "description": "the check only reads the workspace",
+                        },
+                    },
                     "required": ["command"],
                 },
             ],

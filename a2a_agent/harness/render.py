@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
-from a2a_agent.harness.report import precheck_result, verification_counts
+from a2a_agent.harness.regressions import reopenings, reverify_results
+from a2a_agent.harness.report import precheck_result, regressed, verification_counts
 from a2a_agent.wire import to_wire
 from persistence.records import ItemRow
 
@@ -91,6 +92,20 @@ def _checks_in_words(items: Sequence[ItemRow]) -> str:
         words.append(f"weak (passed before any work): {', '.join(weak)}")
     if counts["precheck_skipped"]:
         words.append(f"{counts['precheck_skipped']} not checked before the work")
+    reverified = [i for i in items if reverify_results(i)]
+    if reverified:
+        passing = sum(1 for i in reverified if reverify_results(i)[-1].get("result") == "passed")
+        words.append(f"{passing} of {len(reverified)} still passed when run again after later work")
+    for item in items:
+        if regressed(item):
+            found = [r for r in reverify_results(item) if r.get("result") == "regressed"][-1]
+            culprit = (found.get("broken_by") or {}).get("item")
+            words.append(
+                f"`{item.item_id}` regressed"
+                + (f" (broken by `{culprit}`)" if culprit else "")
+                + (" and was reopened" if reopenings(item) else "")
+                + (" and was skipped" if item.status == "skipped" else "")
+            )
     return "; ".join(words)
 
 

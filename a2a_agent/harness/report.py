@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from a2a_agent.harness.regressions import reopenings, reverify_results
 from persistence.records import JSON, ItemRow
 
 
@@ -16,8 +17,20 @@ def precheck_result(item: ItemRow) -> str | None:
     return None
 
 
+def regressed(item: ItemRow) -> bool:
+    """Whether a re-verification ever found the item's check failing after it was done."""
+    return any(r.get("result") == "regressed" for r in reverify_results(item))
+
+
+def last_reverified(item: ItemRow) -> str | None:
+    """passed or regressed: what the last re-verification of the item found (None: none)."""
+    found = reverify_results(item)
+    return str(found[-1].get("result")) if found else None
+
+
 def verification_counts(items: Sequence[ItemRow]) -> JSON:
-    """How strong the checks were: the counts metadata.verification also gives."""
+    """How strong the checks were: the counts metadata.verification also gives (counted the
+    same way in SQL, `apply_task_change()`)."""
     results = [(i.status, precheck_result(i)) for i in items]
     return {
         "failed_before_passed_after": sum(
@@ -26,6 +39,8 @@ def verification_counts(items: Sequence[ItemRow]) -> JSON:
         "weak": sum(1 for _, r in results if r == "weak"),
         "precheck_skipped": sum(1 for _, r in results if r == "skipped"),
         "not_prechecked": sum(1 for _, r in results if r is None),
+        "regressed": sum(1 for i in items if regressed(i)),
+        "reopened": sum(1 for i in items if reopenings(i)),
     }
 
 
@@ -38,7 +53,10 @@ def build_report(
     done = [i.item_id for i in items if i.status == "done"]
     failed = [i.item_id for i in items if i.status == "failed"]
     skipped = [i.item_id for i in items if i.status == "skipped"]
-    remaining = [i.item_id for i in items if i.status not in ("done", "failed", "skipped")]
+    regressed_now = [i.item_id for i in items if i.status == "regressed"]
+    remaining = [
+        i.item_id for i in items if i.status not in ("done", "failed", "skipped", "regressed")
+    ]
     checks = [
         {
             "item": i.item_id,
@@ -46,6 +64,7 @@ def build_report(
             "exit_code": (i.evidence or {}).get("exit_code"),
             "commit": i.commit_sha,
             "precheck": precheck_result(i),
+            "reverified": last_reverified(i),
         }
         for i in items
         if i.status == "done"
@@ -56,6 +75,7 @@ def build_report(
         f"{len(done)} of {len(items)} items done and verified"
         + (f"; failed: {', '.join(failed)}" if failed else "")
         + (f"; skipped: {', '.join(skipped)}" if skipped else "")
+        + (f"; regressed (check fails again): {', '.join(regressed_now)}" if regressed_now else "")
         + (f"; not reached: {', '.join(remaining)}" if remaining else "")
         + "."
         + (f" Weak checks (passed before the work): {', '.join(weak)}." if weak else "")
@@ -65,6 +85,7 @@ def build_report(
         "items_done": done,
         "items_failed": failed,
         "items_skipped": skipped,
+        "items_regressed": regressed_now,
         "checks_passed": checks,
         "verification": verification,
         "remaining": remaining,

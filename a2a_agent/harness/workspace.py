@@ -78,6 +78,12 @@ def bundle_of(pack: bytes, head: str, previous: str | None) -> bytes:
     return f"# v2 git bundle\n{prerequisite}{head} refs/heads/main\n\n".encode() + pack
 
 
+def _fresh_directory(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+
+
 class WorkspaceError(AgentError):
     """A git operation in the workspace failed."""
 
@@ -101,6 +107,16 @@ class Workspace:
     def command_pid_file(self) -> Path:
         """Where the running command's process group is noted (inside .git: never committed)."""
         return self.git_dir / "a2a-command.pid"
+
+    def lane_pid_file(self, lane: int) -> Path:
+        """The pid file of commands run side by side (re-verification's lanes; 0: the one)."""
+        return self.command_pid_file if lane == 0 else self.git_dir / f"a2a-command.{lane}.pid"
+
+    def pid_files(self) -> list[Path]:
+        """Every lane's pid file there is (what a dead incarnation may have left running)."""
+        if not self.git_dir.is_dir():
+            return []
+        return sorted(self.git_dir.glob("a2a-command*.pid"))
 
     def _env(self) -> dict[str, str]:
         return {
@@ -336,6 +352,37 @@ class Workspace:
                     path.unlink(missing_ok=True)
         await self._git("reset", "-q", "--hard", sha)
         await self._git("clean", "-q", "-d", "-f", "-x", "-e", ".git")
+
+    async def export(self, sha: str, dest: Path) -> None:
+        """The tree of commit `sha` as plain files in `dest`, a fresh directory inside `.git`
+        (where the boxed git can write, and no step of the run looks)."""
+        await asyncio.to_thread(_fresh_directory, dest)
+        await self._run(
+            "/bin/bash",
+            "-c",
+            "set -eo pipefail; sha=$1 dest=$2 git=$3; shift 3; "
+            '"$git" "$@" archive --format=tar "$sha" | tar -x -C "$dest"',
+            "export",
+            sha,
+            str(dest),
+            GIT,
+            *GIT_OPTIONS,
+        )
+
+    async def commits_after(self, base: str, head: str) -> list[str] | None:
+        """The commits after `base` up to `head`, oldest first, along the first parents;
+        None if `base` is not in `head`'s history."""
+        line = (await self._git("rev-list", "--first-parent", head)).split()
+        if base not in line:
+            return None
+        return list(reversed(line[: line.index(base)]))
+
+    async def commit_key(self, sha: str) -> str | None:
+        """The idempotency key a commit was made under (its trailer), if the harness made it."""
+        for line in (await self._head_message(sha)).splitlines():
+            if line.startswith(f"{KEY_TRAILER}: "):
+                return line.split(": ", 1)[1].strip()
+        return None
 
     async def files_changed_since_start(self) -> list[str]:
         """Paths changed between the first commit and HEAD, without the rendered files."""
