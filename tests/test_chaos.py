@@ -132,8 +132,10 @@ async def test_sigkill_storm(start_agent: StartAgent, database_url: str, tmp_pat
     with psycopg.connect(database_url) as conn:
         effects: dict[str, str] = dict(
             conn.execute(
-                # the pre-check runs the verify command too, under its own key
-                "SELECT key, status FROM effects WHERE step IN ('run', 'verify', 'precheck')"
+                # the pre-check and re-verification run the verify command too, under
+                # keys of their own
+                "SELECT key, status FROM effects "
+                "WHERE step IN ('run', 'verify', 'precheck', 'reverify', 'probe')"
             ).fetchall()
         )
         final = conn.execute(

@@ -82,6 +82,7 @@ async def test_three_item_plan_runs_to_completion(
         "itemsDone": 3,
         "itemsFailed": 0,
         "itemsSkipped": 0,
+        "itemsRegressed": 0,
         "currentItem": None,
     }
     report = report_of(done)

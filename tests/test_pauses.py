@@ -740,6 +740,7 @@ async def test_by_default_a_failed_item_asks_and_the_card_says_so(
     (extension,) = card["capabilities"]["extensions"]
     defaults = extension["params"]["policyDefaults"]
     assert defaults["onItemFailure"] == "ask" and defaults["budgetPause"] is True
+    assert defaults["onRegression"] == "ask"
     async with a2a_client(server.url) as client:
         waiting = await send_waiting(
             client, plan_with([item("x", "true", "false", max_attempts=1)])
@@ -749,7 +750,7 @@ async def test_by_default_a_failed_item_asks_and_the_card_says_so(
         done = await wait_for(client, waiting.id, timeout=30)
     assert done.status.state == FAILED
     assert rows(database_url, "SELECT policy FROM tasks WHERE id = %s", done.id) == [
-        ({"on_item_failure": "ask", "budget_pause": True},)
+        ({"on_item_failure": "ask", "budget_pause": True, "on_regression": "ask"},)
     ]
 
 

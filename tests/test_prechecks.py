@@ -53,7 +53,14 @@ async def test_weak_checks_are_flagged_and_the_honest_one_failed_first(
     assert checked["weak"]["result"] == "weak" and checked["weak"]["exitCode"] == 0
     assert checked["optout"] == {"result": "skipped", "why": "the item opted out"}
     # The counts agree: metadata, the report and the evidence in the plan artifact.
-    counts = {"failedBeforePassedAfter": 1, "weak": 1, "precheckSkipped": 1, "notPrechecked": 0}
+    counts = {
+        "failedBeforePassedAfter": 1,
+        "weak": 1,
+        "precheckSkipped": 1,
+        "notPrechecked": 0,
+        "regressed": 0,
+        "reopened": 0,
+    }
     assert dict(MessageToDict(done.metadata)["verification"]) == counts
     report = report_of(done)
     assert report["verification"] == counts

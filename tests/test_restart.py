@@ -99,7 +99,8 @@ async def test_api_only_process_and_separate_worker(
         reasons = [
             r[0]
             for r in conn.execute(
-                "SELECT reason FROM transitions WHERE task_id = %s AND to_state = 'working'",
+                "SELECT reason FROM transitions "
+                "WHERE task_id = %s AND to_state = 'working' AND from_state <> 'working'",
                 (task.id,),
             )
         ]

@@ -5,9 +5,12 @@ process, the clock or chance, so a step re-run after a crash, in any process on 
 presents the key it had before; commands see it as A2A_IDEMPOTENCY_KEY.
 
     <task>:<item>:<attempt>:<step>   an item's step: begin, run, verify, restore, end_turn,
-                                     model.<turn>, tool.<turn>.<n>, compact.<turn>
-    <task>:plan:<try>:<step>         planning: model, accept
-    <task>:task:<step>               the run as a whole: begin, finish, fail, budget_stop
+                                     model.<turn>, tool.<turn>.<n>, compact.<turn>,
+                                     precheck (attempt 0), reverify.<checkpoint>,
+                                     probe.<commit> (a bisect's run of its check)
+    <task>:plan:<try>:<step>         planning: model, accept, plancheck; acceptance
+    <task>:task:<step>               the run as a whole: begin, finish, fail, budget_stop,
+                                     reverify.s<segment>.<n> (a round's outcome)
 """
 
 from __future__ import annotations
