@@ -100,8 +100,8 @@ async def test_three_item_plan_runs_to_completion(
             (task.id,),
         ).fetchall()
     assert seqs == list(range(1, len(seqs) + 1))
-    # submitted, working, 3 x (in_progress, verifying, done), completed
-    assert len(seqs) == 2 + 9 + 1
+    # submitted, working, 3 x (in_progress, verifying, done), the checks re-run, completed
+    assert len(seqs) == 2 + 9 + 1 + 1
     assert [(r[0], r[1], r[2]) for r in item_rows] == [
         (i["id"], "done", i["commit"]) for i in plan["items"]
     ]
