@@ -17,11 +17,14 @@ from starlette.routing import BaseRoute, Route
 from a2a_agent.edge.auth import KeyVerifier, RequireKey
 from a2a_agent.edge.card import CACHE_CONTROL, load_card, schema_routes
 from a2a_agent.edge.fast_reads import FastGetTask
+from a2a_agent.edge.files import file_routes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
 from a2a_agent.edge.request_checks import RequestLimits, StrictContentType
 from a2a_agent.edge.streams import ResumableStreams
-from a2a_agent.runtime import Runtime, plan_limits
+from a2a_agent.edge.workspace_intake import SourceIntake
+from a2a_agent.harness.unpack import Limits
+from a2a_agent.runtime import Runtime, plan_limits, source_rules
 from a2a_agent.settings import Settings
 
 JSONRPC_PATH = "/"
@@ -42,6 +45,12 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
             model_available=runtime.model is not None,
             budget_defaults=settings.budget_defaults,
             budget_caps=settings.budget_caps,
+            sources=SourceIntake(
+                rules=source_rules(settings),
+                unpack=Limits(settings.max_input_files, settings.max_unpacked_bytes),
+                max_input_bytes=settings.max_input_bytes,
+                public_url=settings.url,
+            ),
             policy_defaults={
                 "on_item_failure": settings.on_item_failure,
                 "on_regression": settings.on_regression,
@@ -91,6 +100,7 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
         Route("/.well-known/jwks.json", jwks, methods=["GET"]),
         *schema_routes(settings, plan_limits(settings)),
         *create_agent_card_routes(card, cache_control=CACHE_CONTROL),
+        *file_routes(runtime.store),
         *create_jsonrpc_routes(handler, JSONRPC_PATH),
         *create_rest_routes(handler),
     ]
@@ -105,7 +115,8 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
     )
     app.add_middleware(
         RequestLimits,
-        max_bytes=settings.max_message_bytes + 64 * 1024,
+        # Files travel base64-encoded inside the JSON.
+        max_bytes=settings.max_message_bytes + settings.max_input_bytes * 4 // 3 + 64 * 1024,
         jsonrpc_path=JSONRPC_PATH,
     )
     app.add_middleware(StrictContentType)

@@ -46,6 +46,7 @@ POLICY_KEYS = frozenset(
         "on_weak_check",
         "on_regression",
         "reverify_every",
+        "approve_publish",
     }
 )
 ON_ITEM_FAILURE = ("stop", "ask", "skip")
@@ -141,6 +142,8 @@ def parse_policy(data: Any) -> dict[str, Any]:
     policy: dict[str, Any] = {}
     if "review_plan" in data:
         policy["review_plan"] = _flag(data["review_plan"], "policy.reviewPlan")
+    if "approve_publish" in data:
+        policy["approve_publish"] = _flag(data["approve_publish"], "policy.approvePublish")
     if "budget_pause" in data:
         policy["budget_pause"] = _flag(data["budget_pause"], "policy.budgetPause")
     if "on_item_failure" in data:

@@ -26,13 +26,16 @@ from a2a_agent.harness.decisions import DecisionSteps
 from a2a_agent.harness.effects import Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.facts import FactSteps
+from a2a_agent.harness.git_remote import GitRemote
 from a2a_agent.harness.model_work import ModelConfig, ModelWork
 from a2a_agent.harness.pauses import PauseConfig, Pauses, compile_patterns
 from a2a_agent.harness.plan_harness import PlanHarness
 from a2a_agent.harness.sandbox import Sandbox
+from a2a_agent.harness.unpack import Limits
 from a2a_agent.model.anthropic_adapter import AnthropicModel
 from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
+from a2a_agent.sources import SourceRules
 from a2a_agent.watched import FaultPoint, watch
 from persistence.budgets import PostgresBudgets
 from persistence.cache import TaskReadCache
@@ -111,6 +114,14 @@ class Runtime:
                 executor_id=settings.executor_id,
                 sandbox=self.sandbox,
                 reverify_parallelism=settings.reverify_parallelism,
+                remote=GitRemote(
+                    source_rules(settings), self.sandbox, timeout_s=settings.clone_timeout_s
+                ),
+                unpack=Limits(settings.max_input_files, settings.max_unpacked_bytes),
+                max_download_bytes=settings.max_input_bytes,
+                public_url=settings.url,
+                inline_output_bytes=settings.inline_output_bytes,
+                fault_file=settings.fault_file,
             ),
         )
         endings = RunEndings(self.context)
@@ -174,6 +185,7 @@ class Runtime:
                 tool_output_bytes=settings.tool_output_bytes,
                 bash_timeout_s=settings.command_timeout_s,
                 plan_limits=plan_limits(settings),
+                repo_context_tokens=settings.repo_context_tokens,
             ),
         )
         self.engine = DbosEngine(
@@ -252,3 +264,13 @@ async def _cancelled(task: asyncio.Task[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+def source_rules(settings: Settings) -> SourceRules:
+    """Where a task's workspace may come from and its commits go (the edge and the harness
+    check the same rules)."""
+    return SourceRules(
+        allowed_prefixes=settings.git_allowed_urls,
+        credentials=settings.git_credentials,
+        allow_hosts=AllowList.parse(settings.push_allow_hosts),
+    )

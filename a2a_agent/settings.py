@@ -24,6 +24,7 @@ from a2a_agent.budget import (
 from a2a_agent.errors import ConfigError, PlanError
 from a2a_agent.model import DEFAULT_MODEL
 from a2a_agent.plans import ON_ITEM_FAILURE, ON_REGRESSION
+from a2a_agent.sources import GitCredential, parse_credentials
 
 # Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
 # cannot express; every in-flight run is recovered only by a process with the same version.
@@ -173,6 +174,15 @@ class Settings:
     # ("off": an `a2a-agent deliver` process runs elsewhere).
     push_delivery: str = "process"
     irreversible_patterns: tuple[str, ...] = DEFAULT_IRREVERSIBLE
+    # Work on the caller's code: where sources may come from and what they may hold.
+    git_allowed_urls: tuple[str, ...] = ()  # URL prefixes taken as they are (file:// too)
+    git_credentials: Mapping[str, GitCredential] = field(default_factory=dict, repr=False)
+    max_input_bytes: int = 32 << 20  # files a message carries or points to
+    max_input_files: int = 5000  # members of an archive
+    max_unpacked_bytes: int = 512 << 20  # an archive unpacked
+    clone_timeout_s: float = 3600.0
+    inline_output_bytes: int = 64 * 1024  # result files this small travel in their artifact
+    repo_context_tokens: int = 4000  # what the model is shown of a seeded repository
     fault_file: Path | None = None
     http: str = "httptools"
 
@@ -276,6 +286,18 @@ class Settings:
                 env, "A2A_AGENT_PUSH_DELIVERY", ("process", "inline", "off"), "process"
             ),
             irreversible_patterns=_patterns(env, "A2A_AGENT_IRREVERSIBLE"),
+            git_allowed_urls=tuple(
+                u.strip()
+                for u in (env.get("A2A_AGENT_GIT_ALLOWED_URLS") or "").split(",")
+                if u.strip()
+            ),
+            git_credentials=parse_credentials(env.get("A2A_AGENT_GIT_CREDENTIALS")),
+            max_input_bytes=_int(env, "A2A_AGENT_MAX_INPUT_BYTES", 32 << 20, minimum=1024),
+            max_input_files=_int(env, "A2A_AGENT_MAX_INPUT_FILES", 5000, minimum=1),
+            max_unpacked_bytes=_int(env, "A2A_AGENT_MAX_UNPACKED_BYTES", 512 << 20, minimum=1024),
+            clone_timeout_s=_float(env, "A2A_AGENT_CLONE_TIMEOUT_S", 3600.0),
+            inline_output_bytes=_int(env, "A2A_AGENT_INLINE_OUTPUT_BYTES", 64 * 1024, minimum=0),
+            repo_context_tokens=_int(env, "A2A_AGENT_REPO_CONTEXT_TOKENS", 4000, minimum=0),
             fault_file=Path(env["A2A_AGENT_FAULT_FILE"])
             if env.get("A2A_AGENT_FAULT_FILE")
             else None,

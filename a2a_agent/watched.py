@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -76,3 +77,18 @@ class FaultPoint:
         if named == self.component:
             self.path.unlink(missing_ok=True)
             raise InjectedFault(f"injected fault in the {self.component}")
+
+
+def crash_point(path: Path | None, point: str) -> None:
+    """Test hook: when the file at `path` names `point`, the process dies at once (SIGKILL,
+    the file removed first), as it would if its machine were lost right there. Unset in
+    production (no path, no effect)."""
+    if path is None:
+        return
+    try:
+        named = path.read_text().strip()
+    except OSError:
+        return
+    if named == point:
+        path.unlink(missing_ok=True)
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -69,6 +69,10 @@ SNAKE_NAMES = [
     "broken_by",
     "at_commit",
     "items_regressed",
+    "media_type",
+    "start_commit",
+    "from_task",
+    "approve_publish",
 ]
 
 

@@ -116,6 +116,7 @@ DECLARE
     v_report jsonb := nullif(p_change -> 'report', 'null'::jsonb);
     v_plan_seq integer;
     v_report_seq integer;
+    v_outputs_seq integer;
     v_status_seq integer;
     v_was text;
 BEGIN
@@ -152,6 +153,9 @@ BEGIN
     IF v_report IS NOT NULL THEN
         v_event := v_event + 1;
         v_report_seq := v_event;
+        -- The run's results (its diff, bundle, files changed): an artifact event each.
+        v_outputs_seq := v_event;
+        v_event := v_event + jsonb_array_length(coalesce(v_report -> 'outputs', '[]'::jsonb));
     END IF;
     IF v_state IS NOT NULL THEN
         v_event := v_event + 1;
@@ -181,6 +185,10 @@ BEGIN
             || coalesce(nullif(p_change -> 'metadata_patch', 'null'::jsonb), '{}'::jsonb),
         policy = t.policy
             || coalesce(nullif(p_change -> 'policy_patch', 'null'::jsonb), '{}'::jsonb),
+        base_sha = coalesce(p_change ->> 'base_sha', t.base_sha),
+        seed = CASE WHEN p_change -> 'seed_patch' IS NULL
+                         OR p_change -> 'seed_patch' = 'null'::jsonb THEN t.seed
+                    ELSE coalesce(t.seed, '{}'::jsonb) || (p_change -> 'seed_patch') END,
         updated_at = clock_timestamp()
     FROM (SELECT 1) AS one
     LEFT JOIN LATERAL (
@@ -251,6 +259,12 @@ BEGIN
                                 'at', t.status_at, 'data', t.status_data))
         ) AS v (seq, body)
         WHERE t.id = p_task_id AND v.seq IS NOT NULL;
+        INSERT INTO events (task_id, seq, body)
+        SELECT p_task_id, v_outputs_seq + o.n,
+               jsonb_build_object('kind', 'artifact', 'name', o.x ->> 'name', 'data', o.x)
+        FROM jsonb_array_elements(coalesce(v_report -> 'outputs', '[]'::jsonb))
+             WITH ORDINALITY AS o (x, n)
+        WHERE v_report IS NOT NULL;
     END IF;
     PERFORM pg_notify('a2a_task_events', p_task_id);
 END
@@ -402,6 +416,16 @@ BEGIN
             INTO v_one;
             v_changed := v_changed || jsonb_build_array(v_one);
         END LOOP;
+        -- The run's results, kept whole for the URLs they are served from.
+        INSERT INTO task_files (task_id, kind, name, media_type, filename, size, sha256, body)
+        SELECT p_task_id, 'output', o ->> 'name', o ->> 'media_type', o ->> 'filename',
+               (o ->> 'size')::bigint, o ->> 'sha256', decode(o ->> 'body', 'base64')
+        FROM jsonb_array_elements(coalesce(nullif(p_step -> 'outputs', 'null'::jsonb),
+                                           '[]'::jsonb)) AS o
+        ON CONFLICT (task_id, kind, name) DO UPDATE
+        SET media_type = excluded.media_type, filename = excluded.filename,
+            size = excluded.size, sha256 = excluded.sha256, body = excluded.body,
+            created_at = clock_timestamp();
         IF p_bundle IS NOT NULL THEN
             INSERT INTO checkpoints (task_id, seq, sha, bundle)
             SELECT p_task_id, coalesce(max(seq), 0) + 1, p_step ->> 'checkpoint_sha', p_bundle
@@ -442,6 +466,8 @@ BEGIN
                                        THEN p_step -> 'checkpoint_sha' END,
                 'metadata_patch', v_patch,
                 'policy_patch', p_step -> 'policy_patch',
+                'base_sha', p_step -> 'base_sha',
+                'seed_patch', p_step -> 'seed_patch',
                 'status_data', v_status_data),
             v_locked.transition_seq,
             v_locked.event_seq);
@@ -500,7 +526,10 @@ $$;
 -- the task it made comes back (`repeated`), also when two sends race (the second waits on
 -- the first's claim of the message, then finds it).
 -- p_task: {task_id, owner, context_id, goal, first_message, message_id, digest, metadata,
--- budget, items, rejection}.
+-- budget, items, rejection, policy, continue_from, seed, seed_from, inputs}.
+-- A workspace seeded from an earlier task (`seed_from`) or a continuation starts from that
+-- task's last checkpoint (its bundles copied), which is also the start its results are
+-- measured against; what rebuilds a cloned repository's base travels along (`origin`).
 CREATE OR REPLACE FUNCTION create_task(p_task jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -518,6 +547,10 @@ DECLARE
     v_goal text := p_task ->> 'goal';
     v_policy jsonb := coalesce(p_task -> 'policy', '{}'::jsonb);
     v_metadata jsonb := coalesce(p_task -> 'metadata', '{}'::jsonb);
+    v_seed jsonb := nullif(p_task -> 'seed', 'null'::jsonb);
+    v_seed_from text := p_task ->> 'seed_from';
+    v_source record;
+    v_copy_from text;
 BEGIN
     INSERT INTO messages (owner, message_id, task_id, digest)
     VALUES (p_task ->> 'owner', p_task ->> 'message_id', v_id, p_task ->> 'digest')
@@ -528,6 +561,30 @@ BEGIN
         RETURN jsonb_build_object('task', task_json(v_existing.task_id), 'repeated', true,
                                   'digest_matches',
                                   v_existing.digest IN ('', p_task ->> 'digest'));
+    END IF;
+    IF v_seed_from IS NOT NULL THEN
+        -- A workspace that starts as an earlier task of this owner ended.
+        SELECT id, state, checkpoint_sha, seed INTO v_source
+        FROM tasks WHERE id = v_seed_from AND owner = p_task ->> 'owner' FOR UPDATE;
+        IF NOT FOUND OR v_source.state NOT IN ('completed', 'failed', 'canceled')
+           OR v_source.checkpoint_sha IS NULL THEN
+            DELETE FROM messages
+            WHERE owner = p_task ->> 'owner' AND message_id = p_task ->> 'message_id';
+            RETURN jsonb_build_object(
+                'error', CASE WHEN v_source.id IS NULL THEN 'not_found'
+                              WHEN v_source.state IN ('completed', 'failed', 'canceled')
+                              THEN 'no_workspace' ELSE 'not_ended' END,
+                'state', v_source.state, 'task_id', v_seed_from);
+        END IF;
+        v_sha := v_source.checkpoint_sha;
+        v_copy_from := v_seed_from;
+        v_seed := jsonb_build_object(
+            'kind', 'from_task', 'task_id', v_seed_from, 'commit', v_sha,
+            'origin', CASE WHEN v_source.seed ->> 'kind' = 'git' THEN v_source.seed
+                           ELSE v_source.seed -> 'origin' END);
+        v_metadata := v_metadata || jsonb_build_object(
+            'workspace', jsonb_build_object('source', 'from_task', 'task_id', v_seed_from,
+                                            'start_commit', v_sha));
     END IF;
     IF v_from IS NOT NULL THEN
         -- A continuation: the earlier task's plan and last verified checkpoint (see below).
@@ -558,6 +615,12 @@ BEGIN
         v_metadata := v_metadata || jsonb_build_object(
             'continues', jsonb_build_object('task_id', v_from, 'checkpoint', v_sha,
                                             'items_done', v_done));
+        v_copy_from := v_from;
+        SELECT seed INTO v_source FROM tasks WHERE id = v_from;
+        v_seed := jsonb_build_object(
+            'kind', 'from_task', 'task_id', v_from, 'commit', v_sha,
+            'origin', CASE WHEN v_source.seed ->> 'kind' = 'git' THEN v_source.seed
+                           ELSE v_source.seed -> 'origin' END);
         UPDATE tasks
         SET metadata = metadata || jsonb_build_object(
                 'continued_by', coalesce(metadata -> 'continued_by', '[]'::jsonb)
@@ -572,11 +635,16 @@ BEGIN
                              v_done)));
     END IF;
     INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget,
-                       policy, checkpoint_sha)
+                       policy, checkpoint_sha, seed, base_sha)
     VALUES (v_id, p_task ->> 'owner', p_task ->> 'context_id', 'submitted',
             CASE WHEN v_rejection IS NULL THEN v_accepted END, v_goal,
             jsonb_build_array(p_task -> 'first_message'), v_metadata,
-            p_task -> 'budget', v_policy, v_sha);
+            p_task -> 'budget', v_policy, v_sha, v_seed, v_sha);
+    -- The message's files, kept whole (the message in the history keeps a link to each).
+    INSERT INTO task_files (task_id, kind, name, media_type, filename, size, sha256, body, url)
+    SELECT v_id, 'input', f ->> 'name', f ->> 'media_type', f ->> 'filename',
+           (f ->> 'size')::bigint, f ->> 'sha256', decode(f ->> 'body', 'base64'), f ->> 'url'
+    FROM jsonb_array_elements(coalesce(p_task -> 'inputs', '[]'::jsonb)) AS f;
     IF v_from IS NOT NULL THEN
         -- Done items stay done (their evidence, history and commit); the rest start afresh.
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
@@ -592,10 +660,12 @@ BEGIN
                CASE WHEN status = 'done' THEN history ELSE '[]'::jsonb END, precheck,
                verify_independent
         FROM items WHERE task_id = v_from;
+        v_items := (SELECT jsonb_agg(1) FROM items WHERE task_id = v_id);
+    END IF;
+    IF v_copy_from IS NOT NULL THEN
         -- Its own copy of the checkpoints, so its workspace can be rebuilt like any other.
         INSERT INTO checkpoints (task_id, seq, sha, bundle)
-        SELECT v_id, seq, sha, bundle FROM checkpoints WHERE task_id = v_from;
-        v_items := (SELECT jsonb_agg(1) FROM items WHERE task_id = v_id);
+        SELECT v_id, seq, sha, bundle FROM checkpoints WHERE task_id = v_copy_from;
     END IF;
     INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                        verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,

@@ -48,6 +48,34 @@ class NewTask:
     digest: str = ""
     policy: JSON = field(default_factory=dict)
     continue_from: str | None = None  # an earlier task whose plan and checkpoint this takes up
+    # Where the workspace starts: {"kind": "git", "url", "ref", ...} or {"kind": "files"};
+    # `seed_from` names an earlier task whose final state it starts from.
+    seed: JSON | None = None
+    seed_from: str | None = None
+    inputs: list[InputFile] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """A file the first message carried (its bytes) or pointed to (its URL)."""
+
+    name: str
+    media_type: str
+    filename: str | None
+    size: int
+    sha256: str
+    body: bytes | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """A result of the run kept whole (a diff, a bundle) and served by URL."""
+
+    name: str
+    media_type: str
+    filename: str
+    body: bytes
 
 
 @dataclass(frozen=True)
@@ -252,6 +280,9 @@ class StepRecord:
     charge: Charge | None = None
     metadata_patch: JSON | None = None
     policy_patch: JSON | None = None  # keys merged into the task's policy (a model's plan)
+    base_sha: str | None = None  # the start commit results are measured against
+    seed_patch: JSON | None = None  # keys merged into the task's seed (the clone's commit)
+    outputs: list[OutputFile] = field(default_factory=list)
     model_call: ModelCall | None = None
     runs: int = 1
     item_id: str | None = None
@@ -316,6 +347,8 @@ class StepView:
     policy: JSON = field(default_factory=dict)
     decisions: dict[str, Decision] = field(default_factory=dict)  # by request id
     facts: list[Fact] = field(default_factory=list)
+    seed: JSON | None = None  # where the workspace started, and how to rebuild its base
+    base_sha: str | None = None
 
     def item(self, item_id: str) -> ItemRow:
         for item in self.items:

@@ -7,7 +7,9 @@ plan.json and progress.md without reading again.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -22,7 +24,9 @@ from persistence.records import (
     Decision,
     EffectRow,
     Fact,
+    InputFile,
     ItemRow,
+    OutputFile,
     StepOutcome,
     StepRecord,
     StepView,
@@ -44,6 +48,7 @@ class RunStore(Protocol):
     async def state_of(self, task_id: str) -> str | None: ...
     async def run_counts(self, task_id: str) -> JSON: ...
     async def notes(self, task_id: str) -> list[Note]: ...
+    async def input_files(self, task_id: str) -> list[InputFile]: ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,17 @@ def _item(row: dict[str, Any]) -> ItemRow:
 
 def _transition(data: dict[str, Any]) -> TransitionRow:
     return TransitionRow(**{**data, "at": datetime.fromisoformat(data["at"])})
+
+
+def output_json(output: OutputFile) -> JSON:
+    return {
+        "name": output.name,
+        "media_type": output.media_type,
+        "filename": output.filename,
+        "size": len(output.body),
+        "sha256": hashlib.sha256(output.body).hexdigest(),
+        "body": base64.b64encode(output.body).decode(),
+    }
 
 
 def step_json(record: StepRecord) -> JSON:
@@ -84,6 +100,9 @@ def step_json(record: StepRecord) -> JSON:
         "charge": dataclasses.asdict(record.charge) if record.charge else None,
         "metadata_patch": record.metadata_patch,
         "policy_patch": record.policy_patch,
+        "base_sha": record.base_sha,
+        "seed_patch": record.seed_patch,
+        "outputs": [output_json(o) for o in record.outputs],
         "model_call": dataclasses.asdict(record.model_call) if record.model_call else None,
         "then": dataclasses.asdict(record.then) if record.then else None,
         "pause": dataclasses.asdict(record.pause) if record.pause else None,
@@ -129,6 +148,8 @@ class PostgresRunStore:
                 for pause_id, decided in (row["decisions"] or {}).items()
             },
             facts=[Fact(**f) for f in row["facts"] or []],
+            seed=row["seed"],
+            base_sha=row["base_sha"],
         )
 
     async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome:
@@ -183,6 +204,23 @@ class PostgresRunStore:
         async with read(self._pool) as conn:
             cur = await conn.execute(q("notes_after"), {"task_id": task_id, "after": 0})
             return [Note(r["seq"], r["text"], r["at"]) for r in await cur.fetchall()]
+
+    async def input_files(self, task_id: str) -> list[InputFile]:
+        """The files the task's first message carried (or pointed to), in order."""
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("input_files"), {"task_id": task_id})
+            return [
+                InputFile(
+                    name=r["name"],
+                    media_type=r["media_type"],
+                    filename=r["filename"],
+                    size=int(r["size"]),
+                    sha256=r["sha256"],
+                    body=bytes(r["body"]) if r["body"] is not None else None,
+                    url=r["url"],
+                )
+                for r in await cur.fetchall()
+            ]
 
     async def run_counts(self, task_id: str) -> JSON:
         """Effects that ran again after a crash (and how many extra runs), restored workspaces."""

@@ -24,7 +24,9 @@ CREATE TABLE tasks (
     segment        integer NOT NULL DEFAULT 0,
     policy         jsonb NOT NULL DEFAULT '{}'::jsonb,
     status_data    jsonb,
-    waited_s       double precision NOT NULL DEFAULT 0
+    waited_s       double precision NOT NULL DEFAULT 0,
+    seed           jsonb,
+    base_sha       text
 );
 CREATE INDEX tasks_owner_status_at ON tasks (owner, status_at DESC, id DESC);
 CREATE INDEX tasks_owner_context ON tasks (owner, context_id);
@@ -246,4 +248,18 @@ CREATE TABLE api_keys (
     secret_hash text NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
     revoked_at  timestamptz
+);
+
+CREATE TABLE task_files (
+    task_id    text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    kind       text NOT NULL CHECK (kind IN ('input', 'output')),
+    name       text NOT NULL,
+    media_type text NOT NULL,
+    filename   text,
+    size       bigint NOT NULL,
+    sha256     text NOT NULL,
+    body       bytea,
+    url        text,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (task_id, kind, name)
 );

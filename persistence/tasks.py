@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -28,9 +29,20 @@ from persistence.sql import q
 class CannotContinue(StoreError):
     """The task a continuation names cannot be continued: not_found | not_ended | no_plan."""
 
-    def __init__(self, task_id: str, why: str, state: str | None) -> None:
+    def __init__(
+        self, task_id: str, why: str, state: str | None, named_by: str = "referenceTaskIds"
+    ) -> None:
         super().__init__(f"task {task_id} cannot be continued: {why}")
         self.task_id, self.why, self.state = task_id, why, state
+        self.named_by = named_by  # where the message named it
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    media_type: str
+    filename: str | None
+    body: bytes
+    sha256: str
 
 
 class TaskStore(Protocol):
@@ -50,6 +62,9 @@ class TaskStore(Protocol):
         cursor: str | None,
     ) -> TaskPage: ...
     async def cancel_task(self, task_id: str, owner: str, reason: str) -> TaskRow: ...
+    async def task_file(
+        self, task_id: str, owner: str, kind: str, name: str
+    ) -> StoredFile | None: ...
     async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]: ...
 
 
@@ -125,6 +140,20 @@ class PostgresTaskStore:
             "digest": new.digest,
             "policy": new.policy,
             "continue_from": new.continue_from,
+            "seed": new.seed,
+            "seed_from": new.seed_from,
+            "inputs": [
+                {
+                    "name": f.name,
+                    "media_type": f.media_type,
+                    "filename": f.filename,
+                    "size": f.size,
+                    "sha256": f.sha256,
+                    "body": base64.b64encode(f.body).decode() if f.body is not None else None,
+                    "url": f.url,
+                }
+                for f in new.inputs
+            ],
         }
         async with self._read() as conn:  # autocommit: the statement is the transaction
             cur = await conn.execute(q("create_task"), {"task": jsonb(task)}, prepare=True)
@@ -132,7 +161,12 @@ class PostgresTaskStore:
         assert row is not None and row["task"] is not None
         made = row["task"]
         if "error" in made:
-            raise CannotContinue(new.continue_from or "", made["error"], made.get("state"))
+            raise CannotContinue(
+                made.get("task_id") or new.continue_from or "",
+                made["error"],
+                made.get("state"),
+                "workspace.fromTask" if new.seed_from else "referenceTaskIds",
+            )
         data = made["task"]
         row_made = task_row({**data, "status_at": datetime.fromisoformat(data["status_at"])})
         if not made["repeated"]:
@@ -202,6 +236,22 @@ class PostgresTaskStore:
             last = tasks[-1]
             next_cursor = encode_cursor(last.status_at, last.task_id)
         return TaskPage(tasks=tasks, total=total, next_cursor=next_cursor)
+
+    async def task_file(self, task_id: str, owner: str, kind: str, name: str) -> StoredFile | None:
+        """A file of the task (`input`: the message's; `output`: a result), if the owner's."""
+        async with self._read() as conn:
+            cur = await conn.execute(
+                q("task_file"), {"task_id": task_id, "owner": owner, "kind": kind, "name": name}
+            )
+            row = await cur.fetchone()
+        if row is None or row["body"] is None:
+            return None
+        return StoredFile(
+            media_type=row["media_type"],
+            filename=row["filename"],
+            body=bytes(row["body"]),
+            sha256=row["sha256"],
+        )
 
     async def cancel_task(self, task_id: str, owner: str, reason: str) -> TaskRow:
         async with self._tx() as conn:

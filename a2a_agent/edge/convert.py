@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -92,12 +93,50 @@ def plan_artifact(plan: JSON) -> Artifact:
 
 
 def report_artifact(report: JSON) -> Artifact:
+    # The result files are artifacts of their own; the report lists them without their bytes.
+    outputs = [{k: v for k, v in o.items() if k != "inline"} for o in report.get("outputs") or []]
+    shown = {**report, "outputs": outputs} if outputs else report
     return Artifact(
         artifact_id="report",
         name="final-report",
         description="What was done, what passed and what remains.",
-        parts=[Part(text=str(report.get("summary", ""))), _data_part({"report": to_wire(report)})],
+        parts=[Part(text=str(report.get("summary", ""))), _data_part({"report": to_wire(shown)})],
     )
+
+
+OUTPUT_DESCRIPTIONS = {
+    "diff": "The run's changes against its start commit (git apply).",
+    "bundle": "The run's commits as a git bundle (git fetch from it).",
+    "files": "The files the run changed, with their sizes.",
+}
+
+
+def output_artifact(output: JSON) -> Artifact:
+    """A result of the run: a file inline (small) or by URL (its owner's key fetches it), or
+    the list of files changed."""
+    name = str(output.get("name"))
+    if output.get("files") is not None:
+        parts = [_data_part({"files": to_wire(output["files"]), "base": output.get("base"),
+                             "head": output.get("head")})]  # fmt: skip
+    elif output.get("inline") is not None:
+        body = base64.b64decode(str(output["inline"]))
+        parts = [Part(raw=body, filename=str(output["filename"]), media_type=output["media_type"])]
+    else:
+        parts = [
+            Part(url=str(output["url"]), filename=str(output["filename"]),
+                 media_type=str(output["media_type"]))
+        ]  # fmt: skip
+    artifact = Artifact(
+        artifact_id=name,
+        name=name,
+        description=OUTPUT_DESCRIPTIONS.get(name, ""),
+        parts=parts,
+    )
+    about = {k: output[k] for k in ("size", "sha256", "url", "base", "head", "prerequisite")
+             if output.get(k) is not None}  # fmt: skip
+    if about:
+        artifact.metadata.update(about)
+    return artifact
 
 
 def to_task(row: TaskRow, history_length: int | None) -> Task:
@@ -118,6 +157,8 @@ def to_task(row: TaskRow, history_length: int | None) -> Task:
         task.artifacts.append(plan_artifact(row.plan))
     if row.report is not None:
         task.artifacts.append(report_artifact(row.report))
+        for output in row.report.get("outputs") or []:
+            task.artifacts.append(output_artifact(output))
     if row.metadata:
         metadata = Struct()
         metadata.update(to_wire(row.metadata))
@@ -140,7 +181,13 @@ def to_event(
         return TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
     if kind == "artifact" and body.get("data") is not None:
         data: Any = body["data"]
-        artifact = plan_artifact(data) if body.get("name") == "plan" else report_artifact(data)
+        name = body.get("name")
+        if name == "plan":
+            artifact = plan_artifact(data)
+        elif name == "report":
+            artifact = report_artifact(data)
+        else:
+            artifact = output_artifact(data)
         return TaskArtifactUpdateEvent(
             task_id=task_id,
             context_id=context_id,

@@ -76,14 +76,14 @@ def _reused(message_id: str, task_id: str) -> str:
 
 
 def _cannot_continue(exc: CannotContinue) -> str:
+    if exc.why == "no_workspace":
+        return f"task {exc.task_id} has no workspace to start from (it ended before its work began)"
     if exc.why == "not_found":
-        return (
-            f"referenceTaskIds names task {exc.task_id!r}, which does not exist (or is not yours)"
-        )
+        return f"{exc.named_by} names task {exc.task_id!r}, which does not exist (or is not yours)"
     if exc.why == "not_ended":
         return (
             f"task {exc.task_id} is {exc.state}; only a task that ended (completed, failed or "
-            "canceled) can be continued: wait for it, or cancel it first"
+            "canceled) can be continued or started from: wait for it, or cancel it first"
         )
     return f"task {exc.task_id} has no plan to continue (it ended before planning)"
 
@@ -223,6 +223,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
             message.task_id, message.context_id = task_id, context_id
             try:
                 new = self.intake.new_task(task_id, caller, context_id, message)
+                await self.intake.sources.check_remote(new)
             except PlanError as exc:
                 raise InvalidParamsError(str(exc)) from exc
             if any(i.run for i in new.items):

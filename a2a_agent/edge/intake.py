@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ from a2a.types.a2a_pb2 import Message, SendMessageRequest
 
 from a2a_agent.budget import Prices, effective_limits, price_for
 from a2a_agent.edge.convert import message_to_json
+from a2a_agent.edge.workspace_intake import SourceIntake, file_parts
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
 from a2a_agent.harness import prompts
 from a2a_agent.model.types import Usage
@@ -20,7 +22,7 @@ from a2a_agent.plans import PlanLimits, parse_plan, parse_policy
 from a2a_agent.wire import from_wire, wire_name
 from persistence.records import NewTask
 
-DATA_KEYS = frozenset({"plan", "budget", "policy", "approval", "continue"})
+DATA_KEYS = frozenset({"plan", "budget", "policy", "approval", "continue", "workspace", "publish"})
 INPUT_MODES = ("text/plain", "application/json")
 MAX_PARTS = 16
 OUTPUT_MODES = ("text/plain", "application/json")
@@ -97,10 +99,12 @@ class Intake:
     smallest_call: SmallestCall | None = None
     # The server's policy for tasks that do not say (a continuation keeps its earlier task's).
     policy_defaults: Mapping[str, Any] = field(default_factory=dict)
+    sources: SourceIntake = field(default_factory=SourceIntake)
 
     def check_message(self, request: SendMessageRequest) -> None:
         message = request.message
-        size = message.ByteSize()
+        self.sources.check_files(message)
+        size = message.ByteSize() - self.sources.file_bytes(message)
         if size > self.max_message_bytes:
             raise MessageTooLarge(
                 f"the message is {size} bytes; this agent accepts at most "
@@ -121,13 +125,10 @@ class Intake:
                 f"{where} contains a NUL character (\\u0000), which this agent cannot store; "
                 "remove it or encode the text"
             )
+        files = {n for n, _ in file_parts(message)}
         for n, part in enumerate(message.parts):
-            kind = part.WhichOneof("content")
-            if kind in ("raw", "url"):
-                raise ContentTypeError(
-                    f"part {n} is a file ({part.media_type or 'no media type'}); this agent "
-                    f"accepts only {' and '.join(INPUT_MODES)} parts"
-                )
+            if n in files:
+                continue  # a file seeds the workspace: any type (archives are unpacked)
             if part.media_type and part.media_type not in INPUT_MODES:
                 raise ContentTypeError(
                     f"part {n} has media type {part.media_type!r}; this agent accepts "
@@ -148,8 +149,8 @@ class Intake:
             if not isinstance(data, dict) or not data or set(data) - DATA_KEYS:
                 got = sorted(data) if isinstance(data, dict) else type(data).__name__
                 raise PlanError(
-                    'a data part must be an object with "plan", "budget", "policy" or '
-                    f'"approval" keys; got {got}'
+                    'a data part must be an object with "plan", "budget", "policy", '
+                    f'"approval", "continue", "workspace" or "publish" keys; got {got}'
                 )
             for key, value in data.items():
                 found[key].append(value)
@@ -162,7 +163,7 @@ class Intake:
         """The approval a follow-up carries (None if none); what a follow-up cannot change is
         refused."""
         data = self._data(message)
-        for key in ("plan", "budget", "policy", "continue"):
+        for key in ("plan", "budget", "policy", "continue", "workspace", "publish"):
             if key in data:
                 raise PlanError(
                     f"a {key} can only be set in the first message of a task; a follow-up "
@@ -208,7 +209,28 @@ class Intake:
         )
 
     def new_task(self, task_id: str, owner: str, context_id: str, message: Message) -> NewTask:
+        """The task a first message describes: its plan or goal, budget and policy, and where
+        its workspace starts (PlanError naming what is wrong; nothing is stored)."""
         data = self._data(message)
+        new = self._new_task(task_id, owner, context_id, message, data)
+        if new.continue_from is not None:
+            return new
+        sources = self.sources.take(message, data)
+        policy = dict(new.policy)
+        if sources.publish is not None:
+            policy["publish"] = sources.publish
+        return dataclasses.replace(
+            new,
+            seed=sources.seed,
+            seed_from=sources.seed_from,
+            inputs=sources.inputs,
+            policy=policy,
+            first_message=self.sources.history_message(new.first_message, task_id),
+        )
+
+    def _new_task(
+        self, task_id: str, owner: str, context_id: str, message: Message, data: dict[str, Any]
+    ) -> NewTask:
         if "approval" in data:
             raise PlanError(
                 "an approval answers a task's pending request: send it with that task's taskId"
@@ -216,6 +238,11 @@ class Intake:
         raw_plan, raw_budget = data.get("plan"), data.get("budget")
         policy = parse_policy(data["policy"]) if "policy" in data else {}
         if "continue" in data:
+            if "workspace" in data or file_parts(message):
+                raise PlanError(
+                    "a continuation starts from the earlier task's workspace; send no "
+                    "workspace and no files"
+                )
             return self._continuation(
                 task_id=task_id,
                 owner=owner,

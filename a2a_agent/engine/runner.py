@@ -135,6 +135,10 @@ class PlanRunner(DBOSConfiguredInstance):
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
         return await self._gated(self.harness.verify_item(task_id, item_id, attempt))
 
+    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
+    async def publish(self, task_id: str) -> JSON:
+        return await self._gated(self.harness.publisher.publish(task_id))
+
     @DBOS.step(**OUTAGE_RETRY)
     async def finish(self, task_id: str) -> JSON:
         return await self._gated(self.harness.finish(task_id))
@@ -245,6 +249,7 @@ class PlanRunner(DBOSConfiguredInstance):
         # and those started before re-verification without it (DBOS patching).
         prechecks = await DBOS.patch_async("checks-that-fail")
         regressions = await DBOS.patch_async("regressions") if prechecks else False
+        publishing = await DBOS.patch_async("publish") if regressions else False
         snap = (await self._step(self.snapshot(task_id))).payload
         if snap["state"] in TERMINAL_STATES:
             raise RunStopped  # ended before this run began (canceled while queued)
@@ -271,6 +276,10 @@ class PlanRunner(DBOSConfiguredInstance):
             break
         if prechecks and (await self._step(self.accept_task(task_id))).outcome == "failed":
             return "failed"  # the plan's own check did not pass: the run ended there
+        wanted = publishing and snap.get("publish")
+        published = await self._step(self.publish(task_id)) if wanted else None
+        if published is not None and published.outcome == "failed":
+            return "failed"  # not published (refused, or the branch moved on): recorded
         return str((await self._step(self.finish(task_id))).payload["state"])
 
     async def _walk(self, task_id: str, snap: JSON, rounds: Rounds | None, prechecks: bool) -> str:

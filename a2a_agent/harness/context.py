@@ -16,12 +16,15 @@ from pathlib import Path
 from a2a_agent.budget import BudgetGuard
 from a2a_agent.harness.commands import CommandResult, run_command
 from a2a_agent.harness.evidence import with_attempt
+from a2a_agent.harness.git_remote import GitRemote
 from a2a_agent.harness.integrity import check_workspace
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.render import plan_document, progress_document, transition_line
 from a2a_agent.harness.results import StepResult
 from a2a_agent.harness.sandbox import Sandbox
+from a2a_agent.harness.unpack import Limits
 from a2a_agent.harness.workspace import Workspace
+from a2a_agent.sources import SourceRules
 from persistence.ledger import Ledger
 from persistence.records import (
     TERMINAL_STATES,
@@ -49,6 +52,14 @@ class HarnessConfig:
     executor_id: str
     git_timeout_s: float = 600.0
     reverify_parallelism: int = 4  # independent checks re-verified side by side
+    # Fetches a caller's repository (and its start commit again, when a disk is lost) and
+    # pushes to the caller's branch.
+    remote: GitRemote = field(default_factory=lambda: GitRemote(SourceRules(), Sandbox()))
+    unpack: Limits = field(default_factory=lambda: Limits(max_files=5000, max_bytes=512 << 20))
+    max_download_bytes: int = 32 << 20  # a file the message gives by URL
+    public_url: str = "http://127.0.0.1:8000"  # the outputs' URLs start with it
+    inline_output_bytes: int = 64 * 1024  # a result file this small travels in its artifact
+    fault_file: Path | None = None  # tests: where a crash point is named (watched.py)
     sandbox: Sandbox = field(default_factory=Sandbox)
 
 
@@ -147,6 +158,7 @@ class StepContext:
             view,
             in_flight=in_flight,
             compare_tree=compare_tree,
+            remote=self.config.remote,
         )
 
     # ---- recording ----------------------------------------------------------------------

@@ -109,6 +109,8 @@ class DecisionSteps:
         item = view.item(decided.item_id) if decided.item_id else None
         if decided.id.startswith(("ask.", "change.")) and kind != "plan_change":
             return StepResult.ok()  # the model's question: its tool call reads the answer
+        if decided.id == "publish":
+            return StepResult.ok()  # the publishing step concludes with what was decided
         if kind == "plan_change":
             if choice == "approve":
                 return await self._change_plan(view, decided, why)

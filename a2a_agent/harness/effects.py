@@ -37,6 +37,7 @@ from persistence.records import (
     TERMINAL_STATES,
     Decision,
     Fact,
+    PauseRequest,
     StepRecord,
     StepView,
     Transition,
@@ -62,6 +63,9 @@ class Effect:
     refused: Callable[[Decision], JSON] | None = None
     # Effects that run side by side (re-verification) each keep their own marker and pid file.
     lane: int = 0
+    # A request a person must decide before the effect runs (publishing), besides those the
+    # pauses find for every effect (irreversible items and commands, the budget's pause point).
+    ask: PauseRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,7 @@ class Effects:
                 if restored and effect.item_id is not None and effect.attempt is not None:
                     item = view.item(effect.item_id)
                     return await self.ctx.restart(view, item, effect.attempt, restored)
-            asked = self.pauses.before_effect(
+            asked = effect.ask or self.pauses.before_effect(
                 view,
                 key=effect.key,
                 item_id=effect.item_id,

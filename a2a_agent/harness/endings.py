@@ -16,6 +16,7 @@ from a2a_agent.budget import Exhausted
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.keys import effect_key
+from a2a_agent.harness.outputs import OutputConfig, results
 from a2a_agent.harness.report import build_report
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.records import ItemChange, ItemRow, StepRecord, StepView, Transition
@@ -28,12 +29,14 @@ class RunEndings:
     async def report(self, view: StepView, items: list[ItemRow] | None = None) -> JSON:
         """The final report from the stored items, the commits, the budget ledger and what
         crashes cost the run (steps re-run, workspaces restored)."""
-        return build_report(
+        report = build_report(
             items if items is not None else view.items,
-            await self.ctx.workspace(view.task_id).files_changed_since_start(),
+            await self.ctx.workspace(view.task_id).files_changed_since(view.base_sha),
             await self.ctx.guard.budgets.budget_status(view.task_id),
             await self.ctx.runs.run_counts(view.task_id),
         )
+        published = view.policy.get("published")
+        return {**report, "publish": published} if published else report
 
     async def failing_item(
         self, view: StepView, item: ItemRow, record: StepRecord, *, history: list[JSON]
@@ -77,7 +80,14 @@ class RunEndings:
             key=record.effect_key,
             message=f"Run ended: {transitions[-1].reason}"[:200] if transitions else "Run ended",
         )
-        return dataclasses.replace(record, checkpoint=checkpoint)
+        record = dataclasses.replace(record, checkpoint=checkpoint)
+        if record.report is None:
+            return record
+        # What the run hands back: its diff, its commits as a bundle, the files it changed.
+        config = OutputConfig(self.ctx.config.public_url, self.ctx.config.inline_output_bytes)
+        files, shown = await results(self.ctx.workspace(view.task_id), view, config)
+        report = {**record.report, "outputs": shown}
+        return dataclasses.replace(record, report=report, outputs=files)
 
     async def _end(
         self,

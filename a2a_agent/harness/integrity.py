@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from a2a_agent.harness.commands import kill_leftovers
+from a2a_agent.harness.git_remote import GitRemote
+from a2a_agent.harness.results import JSON
 from a2a_agent.harness.workspace import Workspace
 from persistence.records import StepView
 from persistence.runs import RunStore
@@ -15,6 +17,7 @@ async def check_workspace(
     *,
     in_flight: bool = False,
     compare_tree: bool = True,
+    remote: GitRemote | None = None,
 ) -> str | None:
     """None if the workspace may be used as it is; else restore it and say why.
 
@@ -46,5 +49,29 @@ async def check_workspace(
     else:
         why = "the workspace is missing or does not hold the last checkpoint"
     bundles = [c.bundle for c in await runs.checkpoints(view.task_id)]
-    await ws.restore(checkpoint, bundles)
+    origin = origin_of(view.seed)
+
+    async def base(rebuilt: Workspace) -> None:
+        # The checkpoints of a cloned repository build on its start commit, fetched again.
+        if origin is not None and remote is not None:
+            await remote.fetch_commit(
+                rebuilt.root,
+                str(origin["url"]),
+                str(origin["commit"]),
+                credential=origin.get("credential"),
+            )
+
+    await ws.restore(checkpoint, bundles, base)
     return f"{why}; restored checkpoint {checkpoint[:12]}"
+
+
+def origin_of(seed: JSON | None) -> JSON | None:
+    """The cloned repository a workspace's history starts from (its own, or that of the task
+    it started from), which a restore fetches the start commit from; None if the checkpoints
+    hold everything."""
+    if not seed:
+        return None
+    if seed.get("kind") == "git":
+        return seed if seed.get("commit") else None
+    origin = seed.get("origin")
+    return origin if isinstance(origin, dict) and origin.get("commit") else None

@@ -21,6 +21,7 @@ from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.plan_harness import recorded, to_verification, within_item
 from a2a_agent.harness.prechecks import PreChecks
+from a2a_agent.harness.repo_context import overview
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.harness.tools import ASKING_SPECS, ASKING_TOOLS, TOOL_SPECS, WorkspaceTools
 from a2a_agent.model import Model
@@ -50,6 +51,7 @@ class ModelConfig:
     tool_output_bytes: int
     bash_timeout_s: int
     plan_limits: PlanLimits
+    repo_context_tokens: int = 4000  # what the model is shown of a caller's repository
 
 
 def tool_start(task_id: str, item_id: str, attempt: int, turn: int, n: int) -> EffectStart:
@@ -157,7 +159,7 @@ class ModelWork:
         view = await self.ctx.view(task_id)
         request = ModelRequest(
             system=prompts.PLANNER_SYSTEM,
-            messages=prompts.planning_messages(view.goal),
+            messages=prompts.planning_messages(view.goal, await self._repository(view)),
             tools=[prompts.SUBMIT_PLAN],
             max_tokens=self.config.max_tokens,
             force_tool=prompts.SUBMIT_PLAN.name,
@@ -215,6 +217,7 @@ class ModelWork:
             attempt=attempt,
             progress_tail=tail,
             last_failure=item.evidence if item.failures else None,
+            repository=await self._repository(view),
         )
         request = ModelRequest(
             system=prompts.WORKER_SYSTEM,
@@ -231,6 +234,13 @@ class ModelWork:
             },
             attempt=attempt,
         )
+
+    async def _repository(self, view: StepView) -> str:
+        """For a workspace that started from the caller's code: what it holds."""
+        if view.seed is None:
+            return ""
+        ws = self.ctx.workspace(view.task_id)
+        return await overview(ws, self.config.repo_context_tokens * 4)
 
     async def call_tool(
         self,

@@ -21,8 +21,10 @@ from a2a_agent.harness.evidence import evidence, with_attempt
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.out_of_attempts import out_of_attempts
 from a2a_agent.harness.prechecks import PreChecks
+from a2a_agent.harness.publish import Publisher
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.harness.reverify import Reverification
+from a2a_agent.harness.seeding import Seeder
 from persistence.errors import NotFound
 from persistence.records import (
     Charge,
@@ -109,6 +111,8 @@ class PlanHarness:
         self.prechecks = PreChecks(ctx, effects, endings)
         self.acceptance = AcceptanceCheck(ctx, effects, endings)
         self.reverification = Reverification(ctx, effects, endings)
+        self.seeder = Seeder(ctx, effects, endings)
+        self.publisher = Publisher(ctx, effects, endings)
 
     async def snapshot(self, task_id: str) -> StepResult:
         view = await self.ctx.view(task_id)
@@ -124,23 +128,30 @@ class PlanHarness:
             for i in view.items
         ]
         every = view.policy.get("reverify_every")
-        return StepResult.ok({"state": view.state, "items": items, "reverify_every": every})
+        publish = bool(view.policy.get("publish"))
+        return StepResult.ok(
+            {"state": view.state, "items": items, "reverify_every": every, "publish": publish}
+        )
 
     async def begin_task(self, task_id: str) -> StepResult:
         view = await self.ctx.view(task_id)
+        if self.seeder.needs_seed(view):
+            # The caller's repository or files, made into the workspace once.
+            seeded = await self.seeder.seed(task_id)
+            if seeded.outcome != "ok":
+                return StepResult("stopped")  # it failed (recorded) or the task ended
+            view = await self.ctx.view(task_id)
         ws = self.ctx.workspace(task_id)
         key = effect_key(task_id, "begin")
         ws.clear_stale_locks()
         message = "Start task: plan.json and progress.md"
         if view.checkpoint_sha is not None:
-            # A continuation: the workspace starts as the earlier task's last verified
-            # checkpoint (its bundles were copied to this task when it was submitted).
+            # A seeded workspace, or one that continues an earlier task: it starts as that
+            # checkpoint (a continuation's bundles were copied when it was submitted).
             await self.ctx.check_workspace(view)
-            message = (
-                f"Continue from checkpoint {view.checkpoint_sha[:12]}: plan.json and progress.md"
-            )
+            message = f"Start from checkpoint {view.checkpoint_sha[:12]}: plan.json and progress.md"
         await ws.ensure()
-        ws.ignore_build_junk()
+        ws.ignore_build_junk(local=view.seed is not None)
         await self.ctx.render(view, view.items)
         sha, bundle = await ws.commit(message, key, view.checkpoint_sha)
         executor = self.ctx.config.executor_id
@@ -158,6 +169,8 @@ class PlanHarness:
                 )
             ],
             checkpoint=Checkpoint(sha=sha, bundle=bundle) if bundle is not None else None,
+            # Results are measured from here, unless the workspace started from the caller's.
+            base_sha=sha if view.base_sha is None else None,
         )
         return await self.ctx.advance(view, record)
 

@@ -90,8 +90,9 @@ SUBMIT_PLAN = ToolSpec(
 )
 
 
-def planning_messages(goal: str) -> list[JSON]:
-    return [user_text(f"The goal, from the person or agent who delegated it:\n\n{goal}")]
+def planning_messages(goal: str, repository: str = "") -> list[JSON]:
+    text = f"The goal, from the person or agent who delegated it:\n\n{goal}"
+    return [user_text(f"{text}\n\n{repository}" if repository else text)]
 
 
 def _plan_lines(items: Sequence[ItemRow], current: str) -> list[str]:
@@ -113,10 +114,12 @@ def item_messages(
     progress_tail: str,
     last_failure: JSON | None,
     notes: Sequence[str] = (),
+    repository: str = "",
 ) -> list[JSON]:
     """A fresh context for one attempt at an item: built from files and rows, not history."""
     parts = [
         f"# Goal\n{goal}",
+        *([repository] if repository else []),
         "# Plan\n" + "\n".join(_plan_lines(items, item.item_id)),
         f"# Recent progress (tail of progress.md)\n{progress_tail.strip() or '(none yet)'}",
         f"# Your item: {item.item_id} (attempt {attempt} of {item.max_attempts})\n{item.title}\n"

@@ -37,8 +37,17 @@ class Sandbox:
     shared: tuple[Path, ...] = field(default_factory=tuple)  # writable in every box
     bwrap: str = BWRAP
 
-    def wrap(self, argv: Sequence[str], workspace: Path) -> list[str]:
-        """`argv` as it runs in the box for `workspace` (unchanged when the box is off)."""
+    def wrap(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        *,
+        network: bool | None = None,
+        writable: Sequence[Path] = (),
+    ) -> list[str]:
+        """`argv` as it runs in the box for `workspace` (unchanged when the box is off).
+        `network` overrides the setting (the harness's own fetch and push need it); the
+        `writable` paths are bound read-write too (a local repository a push goes to)."""
         if not self.enabled:
             return list(argv)
         ws = str(workspace)
@@ -63,8 +72,10 @@ class Sandbox:
         for path in self.hidden:
             if path.is_dir():
                 args += ["--tmpfs", str(path)]
-        if not self.network:
+        if not (self.network if network is None else network):
             args.append("--unshare-net")
+        for path in writable:
+            args += ["--bind", str(path), str(path)]
         args += ["--bind", ws, ws, "--chdir", ws, "--", *argv]
         return args
 

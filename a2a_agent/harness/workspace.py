@@ -13,6 +13,7 @@ import hashlib
 import os
 import shutil
 import zlib
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from a2a_agent.errors import AgentError
@@ -190,11 +191,15 @@ class Workspace:
         if not self.git_dir.exists():
             await self._git("init", "-q", "-b", "main")
 
-    def ignore_build_junk(self) -> None:
+    def ignore_build_junk(self, *, local: bool = False) -> None:
         """A .gitignore for what builds and tests leave behind, unless the workspace has its
-        own: the report's files_changed then lists what the work changed."""
-        path = self.root / ".gitignore"
-        if not path.exists() and not path.is_symlink():
+        own: the report's files_changed then lists what the work changed. `local`: the
+        caller's repository, which gets no file of ours; git's own exclude list instead."""
+        path = self.git_dir / "info" / "exclude" if local else self.root / ".gitignore"
+        if local:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            overwrite(path, DEFAULT_GITIGNORE)
+        elif not path.exists() and not path.is_symlink():
             path.write_text(DEFAULT_GITIGNORE)
 
     def write_files(self, plan_json: str, progress_md: str) -> None:
@@ -335,12 +340,20 @@ class Workspace:
         _tree_sizes[self.root] = seen
         return digest.hexdigest()
 
-    async def restore(self, sha: str, bundles: list[bytes]) -> None:
-        """Make the workspace exactly checkpoint `sha`, rebuilding the repository if lost."""
+    async def restore(
+        self,
+        sha: str,
+        bundles: list[bytes],
+        base: Callable[[Workspace], Awaitable[None]] | None = None,
+    ) -> None:
+        """Make the workspace exactly checkpoint `sha`, rebuilding the repository if lost
+        (`base` first brings what the bundles build on: a cloned repository's start)."""
         if not await self.has_commit(sha):
             if self.root.exists():
                 shutil.rmtree(self.root)
             await self.ensure()
+            if base is not None:
+                await base(self)
             # Inside .git, where the boxed git can read them (and a command cannot be in the
             # middle of its step: the workspace is being rebuilt).
             for n, bundle in enumerate(bundles):
@@ -384,10 +397,15 @@ class Workspace:
                 return line.split(": ", 1)[1].strip()
         return None
 
-    async def files_changed_since_start(self) -> list[str]:
-        """Paths changed between the first commit and HEAD, without the rendered files."""
+    async def files_changed_since(self, base: str | None) -> list[str]:
+        """Paths changed between `base` (default: the first commit) and HEAD, without the
+        rendered files."""
         if self.head() is None:
             return []
-        first = (await self._git("rev-list", "--max-parents=0", "HEAD")).split()[0]
-        out = await self._git("diff", "--name-only", first, "HEAD")
+        first = base or (await self._git("rev-list", "--max-parents=0", "HEAD")).split()[-1]
+        out = await self._git("diff", "--name-only", "--no-renames", first, "HEAD")
         return [p for p in out.splitlines() if p and p not in DERIVED_FILES]
+
+    async def read_git(self, *args: str, stdin: bytes | None = None) -> bytes:
+        """The output of a git command that only reads (boxed like every other)."""
+        return await self._git_bytes(*args, stdin=stdin)

@@ -4,7 +4,8 @@
 -- One statement, one snapshot: the task, its items, the decisions on its requests, the
 -- step's effect and (when asked) the budget.
 SELECT t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
-       t.report IS NOT NULL AS closed, t.transition_seq, t.segment, t.policy,
+       t.report IS NOT NULL AS closed, t.transition_seq, t.segment, t.policy, t.seed,
+       t.base_sha,
        task_items_json(t.id) AS items,
        (SELECT jsonb_object_agg(p.id, jsonb_build_object(
                    'kind', p.kind, 'decision', p.decision, 'note', p.note,
@@ -22,6 +23,12 @@ SELECT t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
        CASE WHEN %(budget)s::boolean THEN budget_status(t.id, '') END AS budget
 FROM tasks t
 WHERE t.id = %(task_id)s
+
+-- name: input_files
+SELECT name, media_type, filename, size, sha256, body, url
+FROM task_files
+WHERE task_id = %(task_id)s AND kind = 'input'
+ORDER BY name::integer
 
 -- name: task_state
 SELECT state FROM tasks WHERE id = %(task_id)s

@@ -41,3 +41,9 @@ SELECT add_note(%(task_id)s, %(payload)s::jsonb) AS result
 
 -- name: notes_after
 SELECT seq, text, at FROM notes WHERE task_id = %(task_id)s AND seq > %(after)s ORDER BY seq
+
+-- name: task_file
+SELECT f.media_type, f.filename, f.body, f.size, f.sha256
+FROM task_files f JOIN tasks t ON t.id = f.task_id
+WHERE f.task_id = %(task_id)s AND t.owner = %(owner)s AND f.kind = %(kind)s
+  AND f.name = %(name)s
