@@ -49,7 +49,7 @@ def extension_of(card: dict[str, Any]) -> dict[str, Any]:
 
 def schemas_of(card: dict[str, Any]) -> dict[str, Draft202012Validator]:
     found = {}
-    for name in ("planSchema", "budgetSchema"):
+    for name in ("planSchema", "budgetSchema", "workspaceSchema", "publishSchema"):
         response = httpx.get(extension_of(card)[name], timeout=10)
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("application/schema+json")

@@ -53,6 +53,8 @@ part = st.one_of(
     st.fixed_dictionaries({"text": st.text(max_size=60)}),
     st.fixed_dictionaries({"data": json_values}),
     st.fixed_dictionaries({"data": st.fixed_dictionaries({"plan": json_values})}),
+    st.fixed_dictionaries({"data": st.fixed_dictionaries({"workspace": json_values})}),
+    st.fixed_dictionaries({"data": st.fixed_dictionaries({"publish": json_values})}),
     st.dictionaries(st.sampled_from(["raw", "url", "file", "mediaType"]), json_values, max_size=2),
 )
 message = st.fixed_dictionaries(
@@ -112,7 +114,12 @@ def server(
         database_url=make_database(template_db),
         home=tmp_path_factory.mktemp("home"),
         executor_id="hostile",
-        env={"A2A_AGENT_MAX_MESSAGE_BYTES": "8192", "A2A_AGENT_INSECURE_OPEN": "0"},
+        env={
+            "A2A_AGENT_MAX_MESSAGE_BYTES": "8192",
+            # The body's limit is the message's and the files' (base64) together.
+            "A2A_AGENT_MAX_INPUT_BYTES": "8192",
+            "A2A_AGENT_INSECURE_OPEN": "0",
+        },
     ).start()
     yield process
     process.kill()

@@ -22,8 +22,12 @@ from a2a_agent.edge.schemas import (
     BUDGET_PATH,
     EXTENSION_URI,
     PLAN_PATH,
+    PUBLISH_PATH,
+    WORKSPACE_PATH,
     budget_schema,
     plan_schema,
+    publish_schema,
+    workspace_schema,
 )
 from a2a_agent.errors import ConfigError
 from a2a_agent.plans import MAX_ATTEMPTS_CAP, PlanLimits
@@ -65,6 +69,8 @@ def load_card(
         {
             "planSchema": base + PLAN_PATH,
             "budgetSchema": base + BUDGET_PATH,
+            "workspaceSchema": base + WORKSPACE_PATH,
+            "publishSchema": base + PUBLISH_PATH,
             "modelConfigured": model_configured,
             "model": settings.model if model_configured else "",
             "limits": {
@@ -75,7 +81,11 @@ def load_card(
                 "defaultMaxAttempts": limits.default_max_attempts,
                 "maxAttempts": MAX_ATTEMPTS_CAP,
                 "maxItemTimeoutS": limits.max_item_timeout_s,
+                "maxInputBytes": settings.max_input_bytes,
+                "maxInputFiles": settings.max_input_files,
+                "inlineOutputBytes": settings.inline_output_bytes,
             },
+            "gitCredentials": sorted(settings.git_credentials),
             "budgetDefaults": to_wire(dict(settings.budget_defaults)),
             "budgetCaps": to_wire(dict(settings.budget_caps)),
             "policyDefaults": {
@@ -112,6 +122,8 @@ def schema_routes(settings: Settings, limits: PlanLimits) -> list[BaseRoute]:
     schemas: dict[str, Any] = {
         PLAN_PATH: plan_schema(limits, base),
         BUDGET_PATH: budget_schema(settings.budget_caps, base),
+        WORKSPACE_PATH: workspace_schema(base),
+        PUBLISH_PATH: publish_schema(base),
     }
 
     async def serve(request: Request) -> JSONResponse:

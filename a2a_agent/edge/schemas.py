@@ -21,11 +21,15 @@ from a2a_agent.plans import (
     ON_WEAK_CHECK,
     PlanLimits,
 )
+from a2a_agent.sources import MAX_DEPTH, REF
 
 JSON = dict[str, Any]
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 PLAN_PATH = "/schemas/plan.v1.json"
 BUDGET_PATH = "/schemas/budget.v1.json"
+WORKSPACE_PATH = "/schemas/workspace.v1.json"
+PUBLISH_PATH = "/schemas/publish.v1.json"
+SOURCE_REF = REF.pattern
 EXTENSION_URI = "https://github.com/a2a-agent/a2a-agent/extensions/verified-plan/v1"
 
 
@@ -131,6 +135,11 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                 "description": "Wait for approval at the budget's pause point.",
             },
             "approvalExpiresS": {"type": "integer", "minimum": 1, "maximum": MAX_EXPIRES_S},
+            "approvePublish": {
+                "type": "boolean",
+                "default": True,
+                "description": "A person approves the push of a publish DataPart first.",
+            },
             "onExpiry": {"enum": list(ON_EXPIRY), "default": "reject"},
             "onWeakCheck": {
                 "enum": list(ON_WEAK_CHECK),
@@ -216,5 +225,70 @@ def budget_schema(caps: Mapping[str, Any], base_url: str) -> JSON:
                     "maximum": actions_cap,
                 },
             },
+        },
+    }
+
+
+def workspace_schema(base_url: str) -> JSON:
+    git = {
+        "type": "object",
+        "required": ["url"],
+        "additionalProperties": False,
+        "properties": {
+            "url": {
+                "type": "string",
+                "minLength": 1,
+                "description": "https:// (a public host), or a URL the server lists "
+                "(A2A_AGENT_GIT_ALLOWED_URLS; the only way to file://).",
+            },
+            "ref": {"type": "string", "pattern": SOURCE_REF, "default": "HEAD"},
+            "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH},
+            "credential": {
+                "type": "string",
+                "description": "The name of a credential the server holds; never a secret.",
+            },
+        },
+    }
+    return {
+        "$schema": DRAFT,
+        "$id": base_url + WORKSPACE_PATH,
+        "title": 'a2a-agent workspace: the value of a DataPart {"workspace": ...} in a first '
+        "message (files instead travel as FileParts: single files, or tar/zip archives)",
+        "type": "object",
+        "minProperties": 1,
+        "maxProperties": 1,
+        "additionalProperties": False,
+        "properties": {
+            "git": {**git, "description": "Clone this repository at `ref` first."},
+            "fromTask": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Start from the final state of an earlier task of yours.",
+            },
+        },
+    }
+
+
+def publish_schema(base_url: str) -> JSON:
+    return {
+        "$schema": DRAFT,
+        "$id": base_url + PUBLISH_PATH,
+        "title": 'a2a-agent publish: the value of a DataPart {"publish": ...}; once every check '
+        "passed the task's commits are pushed to this branch (after approval unless the "
+        "policy's approvePublish is false; never forced)",
+        "type": "object",
+        "required": ["git"],
+        "additionalProperties": False,
+        "properties": {
+            "git": {
+                "type": "object",
+                "required": ["url", "branch"],
+                "additionalProperties": False,
+                "properties": {
+                    "url": {"type": "string", "minLength": 1},
+                    "branch": {"type": "string", "pattern": SOURCE_REF},
+                    "credential": {"type": "string"},
+                },
+            }
         },
     }
