@@ -279,13 +279,13 @@ def test_default_model_is_current_in_the_installed_sdk() -> None:
     assert DEFAULT_MODEL not in DEPRECATED_MODELS
 
 
-def test_card_lists_both_skills(start_agent: StartAgent) -> None:
+def test_card_lists_its_skills(start_agent: StartAgent) -> None:
     import httpx  # noqa: PLC0415
 
     server: AgentProcess = start_agent("serve", "card")
     card = httpx.get(f"{server.url}/.well-known/agent-card.json").json()
     skills = {s["id"]: s for s in card["skills"]}
-    assert set(skills) == {"run-plan", "work-goal"}
+    assert set(skills) == {"run-plan", "work-goal", "work-on-code"}
     for skill in skills.values():
         assert skill["examples"] and skill["inputModes"] and skill["description"]
     assert "ANTHROPIC_API_KEY" in skills["work-goal"]["description"]

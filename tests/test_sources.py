@@ -10,8 +10,11 @@ import os
 import shutil
 import subprocess
 import tarfile
+import threading
 import time
 import uuid
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +28,11 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
 from tests.support.a2a import a2a_client, item, report_of, send, wait_for
+from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.git_http import git_http_server
 from tests.support.processes import StartAgent
 from tests.support.secrets import secret
+from tests.test_auth import make_key
 from tests.test_pauses import approval, request_of, rows
 
 COMPLETED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED
@@ -487,3 +492,73 @@ async def test_a_named_credential_opens_a_private_repository(
     assert token not in config and base not in config  # no remote, no secret left behind
     assert refused.status.state == FAILED
     assert "could not be made from the task's source" in refused.status.message.parts[0].text
+
+
+async def test_the_model_starts_from_what_the_repository_holds(
+    start_agent: StartAgent, tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    bare, _ = make_repo(tmp_path)
+    plan = {"goal": "g", "items": [{"id": "n", "title": "Write NOTES", "verify": "test -f NOTES"}]}
+    fake.add(
+        tool_reply("submit_plan", plan),
+        tool_reply("write_file", {"path": "NOTES", "content": "seen\n"}),
+        text_reply("Wrote NOTES."),
+    )
+    server = start_agent(
+        "serve", "src-m", A2A_AGENT_GIT_ALLOWED_URLS=f"file://{tmp_path}/", **model_env(fake)
+    )
+    seed = {"workspace": {"git": {"url": f"file://{bare}", "ref": "v1"}}}
+    async with a2a_client(server.url) as client:
+        task = await send(client, data_message(seed, text="write NOTES about the service"))
+        done = await wait_for(client, task.id, timeout=60)
+    assert done.status.state == COMPLETED, done.status.message
+    planning = json.dumps(fake.requests[0]["messages"])
+    working = json.dumps(fake.requests[1]["messages"])
+    for told in (planning, working):
+        assert "The repository you work in (2 files tracked)" in told
+        assert "app.py" in told and "version two" in told  # the listing and the README
+        assert "commit two" in told and "commit three" not in told  # its history, at v1
+
+
+async def test_a_file_given_by_url_is_fetched(
+    start_agent: StartAgent, tmp_path: Path, home: Path
+) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "project.tar.gz").write_bytes(tar_of({"lib.py": "X = 1\n"}))
+    handler = partial(SimpleHTTPRequestHandler, directory=str(served))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        server = start_agent("serve", "src-u", A2A_AGENT_GIT_ALLOWED_URLS=f"{base}/")
+        plan = {"goal": "g", "items": [item("t", "cp lib.py lib2.py", "test -f lib2.py")]}
+        link = Part(url=f"{base}/project.tar.gz", filename="project.tar.gz")
+        elsewhere = Part(url="http://127.0.0.1:9/x.tar.gz", filename="x.tar.gz")
+        async with a2a_client(server.url) as client:
+            done = await wait_for(
+                client, (await send(client, data_message({"plan": plan}, link))).id
+            )
+            with pytest.raises(InvalidParamsError, match="loopback, private"):
+                await send(client, data_message({"plan": plan}, elsewhere))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert done.status.state == COMPLETED, done.status.message
+    assert (home / "workspaces" / done.id / "lib.py").read_text() == "X = 1\n"
+
+
+async def test_results_are_served_only_to_their_owner(
+    start_agent: StartAgent, tmp_path: Path
+) -> None:
+    server = start_agent("serve", "src-o", A2A_AGENT_INSECURE_OPEN="0")
+    alice = make_key(server, "alice", "read", "submit", "run")
+    bob = make_key(server, "bob", "read", "submit")
+    plan = {"goal": "g", "items": [item("a", "echo a > a.txt", "test -f a.txt")]}
+    async with a2a_client(server.url, key=alice) as client:
+        done = await wait_for(client, (await send(client, data_message({"plan": plan}))).id)
+    url = f"{server.url}/outputs/{done.id}/diff"
+    assert httpx.get(url, timeout=30).status_code == 401
+    assert httpx.get(url, headers={"Authorization": f"Bearer {bob}"}, timeout=30).status_code == 404
+    mine = httpx.get(url, headers={"Authorization": f"Bearer {alice}"}, timeout=30)
+    assert mine.status_code == 200 and b"a.txt" in mine.content

@@ -69,13 +69,19 @@ class GitRemote:
         *args: str,
         credential: str | None = None,
         writable: tuple[Path, ...] = (),
+        url: str | None = None,
         check: bool = True,
     ) -> tuple[int, str]:
-        """Run git in `repo`, boxed, with the network; (exit code, output)."""
+        """Run git in `repo`, boxed, with the network (and `url`'s directory when it is a
+        local repository: read-only, unless it is `writable`); (exit code, output)."""
         options = [*GIT_OPTIONS, "-c", "http.followRedirects=false", "-c", "credential.helper="]
         if credential is not None:
             options += ["-c", f"credential.helper={CREDENTIAL_HELPER}"]
-        argv = self.sandbox.wrap([GIT, *options, *args], repo, network=True, writable=writable)
+        local = local_path(url) if url else None
+        readable = (Path(local),) if local and Path(local) not in writable else ()
+        argv = self.sandbox.wrap(
+            [GIT, *options, *args], repo, network=True, writable=writable, readable=readable
+        )
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=repo,
@@ -118,7 +124,7 @@ class GitRemote:
         fetch = ["fetch", "-q", "--no-tags", "--no-recurse-submodules"]
         if depth is not None:
             fetch.append(f"--depth={depth}")
-        await self._git(repo, *fetch, "--", url, ref, credential=credential)
+        await self._git(repo, *fetch, "--", url, ref, credential=credential, url=url)
         await self._git(repo, "checkout", "-q", "-B", "main", "FETCH_HEAD")
         _, sha = await self._git(repo, "rev-parse", "HEAD")
         return sha
@@ -130,15 +136,16 @@ class GitRemote:
         await self._checked(url, "the source")
         await self._git(
             repo, "fetch", "-q", "--no-tags", "--depth=1", "--", url, commit,
-            credential=credential,
+            credential=credential, url=url,
         )  # fmt: skip
 
     async def branch_head(
         self, repo: Path, url: str, branch: str, *, credential: str | None
     ) -> str | None:
         _, out = await self._git(
-            repo, "ls-remote", "--heads", "--", url, f"refs/heads/{branch}", credential=credential
-        )
+            repo, "ls-remote", "--heads", "--", url, f"refs/heads/{branch}",
+            credential=credential, url=url,
+        )  # fmt: skip
         for line in out.splitlines():
             sha, _, name = line.partition("\t")
             if name == f"refs/heads/{branch}":
@@ -165,6 +172,7 @@ class GitRemote:
             f"{commit}:refs/heads/{branch}",
             credential=credential,
             writable=(Path(target),) if target else (),
+            url=url,
             check=False,
         )
         if code == 0:

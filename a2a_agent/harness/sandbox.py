@@ -44,10 +44,12 @@ class Sandbox:
         *,
         network: bool | None = None,
         writable: Sequence[Path] = (),
+        readable: Sequence[Path] = (),
     ) -> list[str]:
         """`argv` as it runs in the box for `workspace` (unchanged when the box is off).
         `network` overrides the setting (the harness's own fetch and push need it); the
-        `writable` paths are bound read-write too (a local repository a push goes to)."""
+        `writable` paths are bound read-write too (a local repository a push goes to), the
+        `readable` ones read-only (one a fetch reads, wherever it is: /tmp is private)."""
         if not self.enabled:
             return list(argv)
         ws = str(workspace)
@@ -74,6 +76,8 @@ class Sandbox:
                 args += ["--tmpfs", str(path)]
         if not (self.network if network is None else network):
             args.append("--unshare-net")
+        for path in readable:
+            args += ["--ro-bind", str(path), str(path)]
         for path in writable:
             args += ["--bind", str(path), str(path)]
         args += ["--bind", ws, ws, "--chdir", ws, "--", *argv]
