@@ -24,8 +24,12 @@ from a2a_agent.edge.request_checks import RequestLimits, StrictContentType
 from a2a_agent.edge.streams import ResumableStreams
 from a2a_agent.edge.workspace_intake import SourceIntake
 from a2a_agent.harness.unpack import Limits
+from a2a_agent.observe.metrics import metrics_route
 from a2a_agent.runtime import Runtime, plan_limits, source_rules
 from a2a_agent.settings import Settings
+from a2a_agent.ui.routes import Dashboard
+from persistence.metrics import PostgresMetricsStore
+from persistence.operator import PostgresOperatorStore
 
 JSONRPC_PATH = "/"
 
@@ -93,6 +97,18 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
         model_configured=runtime.model is not None,
         jsonrpc_path=JSONRPC_PATH,
     )
+    verifier = None if settings.insecure_open else KeyVerifier(runtime.keys)
+    dashboard = Dashboard(
+        handler=handler,
+        tasks=runtime.store,
+        runs=runtime.runs,
+        operator=PostgresOperatorStore(runtime.pool),
+        push=runtime.push,
+        outbox=runtime.push,
+        verifier=verifier,
+        pause_pct=settings.budget_pause_pct,
+        secure_cookie=settings.url.startswith("https://"),
+    )
     # Our own routes and the card first: the REST routes end in a catch-all /{tenant} mount.
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
@@ -101,6 +117,8 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
         *schema_routes(settings, plan_limits(settings)),
         *create_agent_card_routes(card, cache_control=CACHE_CONTROL),
         *file_routes(runtime.store),
+        *dashboard.routes(),
+        metrics_route(PostgresMetricsStore(runtime.pool)),
         *create_jsonrpc_routes(handler, JSONRPC_PATH),
         *create_rest_routes(handler),
     ]
@@ -110,9 +128,7 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
     app.add_middleware(ResumableStreams)
     # Outermost last: the Host check, the body's type, the key, then the request's limits,
     # before anything reads the request.
-    app.add_middleware(
-        RequireKey, verifier=None if settings.insecure_open else KeyVerifier(runtime.keys)
-    )
+    app.add_middleware(RequireKey, verifier=verifier)
     app.add_middleware(
         RequestLimits,
         # Files travel base64-encoded inside the JSON.

@@ -1,4 +1,5 @@
-"""`a2a-agent serve | worker | deliver | migrate | push | keys`."""
+"""`a2a-agent serve | worker | deliver | migrate | push | keys` (the service), and
+`send | tasks` (a client of a running one)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from collections.abc import Callable
 import uvicorn
 from dbos import run_dbos_database_migrations
 
+from a2a_agent import client_cli
 from a2a_agent.database import resolve_database_url, sqlalchemy_url
 from a2a_agent.delivery.process import run_delivery
 from a2a_agent.edge.auth import DEFAULT_SCOPES, SCOPES, new_key
 from a2a_agent.errors import AgentError, ConfigError
 from a2a_agent.nanny import supervise
+from a2a_agent.observe import logs
 from a2a_agent.runtime import Runtime
 from a2a_agent.settings import Settings
 from persistence.db import create_pool
@@ -81,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     push.add_argument("action", choices=("dead", "retry"))
     push.add_argument("task_id", nargs="?", help="retry: the task whose dead configs to retry")
     push.add_argument("--id", dest="config_id", help="retry: only this push config")
+    client_cli.add_commands(sub)
     return parser
 
 
@@ -226,6 +230,8 @@ def _not_dumpable() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("send", "tasks"):
+        return client_cli.run(args)  # a client of a running server: no settings, no database
     _not_dumpable()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -244,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "no_supervise", False) and settings.push_delivery == "process":
             changes["push_delivery"] = "inline"  # no nanny to fork the deliverer
         settings = settings.with_overrides(**changes)
+        logs.setup(settings.log_format, getattr(logging, settings.log_level.upper()))
         if settings.insecure_open and args.command == "serve" and not _loopback(settings.host):
             raise ConfigError(
                 f"A2A_AGENT_INSECURE_OPEN=1 turns authentication off, so it is refused with "
@@ -287,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             config = uvicorn.Config(
                 app,
                 log_level="warning",
+                log_config=None,  # our handlers (text or JSON lines), not uvicorn's own
                 timeout_graceful_shutdown=10,
                 http=settings.http,
                 loop="asyncio",  # not uvloop: it forks the whole process for every command

@@ -33,6 +33,7 @@ from a2a_agent.harness.plan_harness import PlanHarness
 from a2a_agent.harness.sandbox import Sandbox
 from a2a_agent.harness.unpack import Limits
 from a2a_agent.model.anthropic_adapter import AnthropicModel
+from a2a_agent.observe import tracing
 from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
 from a2a_agent.sources import SourceRules
@@ -218,6 +219,9 @@ class Runtime:
     async def __aenter__(self) -> Runtime:
         if self.settings.run_worker:
             self.sandbox.check()
+        # Per process (a forked child sets up its own): the exporter OTEL_* names, if any.
+        if tracing.configure(self.settings.executor_id):
+            self._stack.callback(tracing.shutdown)
         await migrate(self.conninfo)
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         await self.pool.open(wait=True, timeout=30)

@@ -183,6 +183,8 @@ class Settings:
     clone_timeout_s: float = 3600.0
     inline_output_bytes: int = 64 * 1024  # result files this small travel in their artifact
     repo_context_tokens: int = 4000  # what the model is shown of a seeded repository
+    log_format: str = "text"  # or json: one JSON object a line
+    log_level: str = "info"
     fault_file: Path | None = None
     http: str = "httptools"
 
@@ -298,6 +300,10 @@ class Settings:
             clone_timeout_s=_float(env, "A2A_AGENT_CLONE_TIMEOUT_S", 3600.0),
             inline_output_bytes=_int(env, "A2A_AGENT_INLINE_OUTPUT_BYTES", 64 * 1024, minimum=0),
             repo_context_tokens=_int(env, "A2A_AGENT_REPO_CONTEXT_TOKENS", 4000, minimum=0),
+            log_format=_choice(env, "A2A_AGENT_LOG_FORMAT", ("text", "json"), "text"),
+            log_level=_choice(
+                env, "A2A_AGENT_LOG_LEVEL", ("debug", "info", "warning", "error"), "info"
+            ),
             fault_file=Path(env["A2A_AGENT_FAULT_FILE"])
             if env.get("A2A_AGENT_FAULT_FILE")
             else None,

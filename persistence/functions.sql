@@ -635,11 +635,11 @@ BEGIN
                              v_done)));
     END IF;
     INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget,
-                       policy, checkpoint_sha, seed, base_sha)
+                       policy, checkpoint_sha, seed, base_sha, trace_context)
     VALUES (v_id, p_task ->> 'owner', p_task ->> 'context_id', 'submitted',
             CASE WHEN v_rejection IS NULL THEN v_accepted END, v_goal,
             jsonb_build_array(p_task -> 'first_message'), v_metadata,
-            p_task -> 'budget', v_policy, v_sha, v_seed, v_sha);
+            p_task -> 'budget', v_policy, v_sha, v_seed, v_sha, p_task ->> 'trace_context');
     -- The message's files, kept whole (the message in the history keeps a link to each).
     INSERT INTO task_files (task_id, kind, name, media_type, filename, size, sha256, body, url)
     SELECT v_id, 'input', f ->> 'name', f ->> 'media_type', f ->> 'filename',

@@ -53,6 +53,7 @@ class NewTask:
     seed: JSON | None = None
     seed_from: str | None = None
     inputs: list[InputFile] = field(default_factory=list)
+    trace_context: str | None = None  # W3C traceparent of the task's span
 
 
 @dataclass(frozen=True)

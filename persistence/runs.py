@@ -49,6 +49,7 @@ class RunStore(Protocol):
     async def run_counts(self, task_id: str) -> JSON: ...
     async def notes(self, task_id: str) -> list[Note]: ...
     async def input_files(self, task_id: str) -> list[InputFile]: ...
+    async def trace_context(self, task_id: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,13 @@ class PostgresRunStore:
             return [
                 Checkpoint(sha=r["sha"], bundle=bytes(r["bundle"])) for r in await cur.fetchall()
             ]
+
+    async def trace_context(self, task_id: str) -> str | None:
+        """The task's W3C traceparent: the span every step of it descends from."""
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("trace_context"), {"task_id": task_id}, prepare=True)
+            row = await cur.fetchone()
+        return row["trace_context"] if row else None
 
     async def state_of(self, task_id: str) -> str | None:
         async with read(self._pool) as conn:

@@ -26,7 +26,8 @@ CREATE TABLE tasks (
     status_data    jsonb,
     waited_s       double precision NOT NULL DEFAULT 0,
     seed           jsonb,
-    base_sha       text
+    base_sha       text,
+    trace_context  text
 );
 CREATE INDEX tasks_owner_status_at ON tasks (owner, status_at DESC, id DESC);
 CREATE INDEX tasks_owner_context ON tasks (owner, context_id);
@@ -262,4 +263,12 @@ CREATE TABLE task_files (
     url        text,
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (task_id, kind, name)
+);
+
+CREATE TABLE takeovers (
+    id            bigserial PRIMARY KEY,
+    dead_executor text NOT NULL,
+    by_executor   text NOT NULL,
+    runs          integer NOT NULL,
+    at            timestamptz NOT NULL DEFAULT clock_timestamp()
 );

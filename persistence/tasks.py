@@ -142,6 +142,7 @@ class PostgresTaskStore:
             "continue_from": new.continue_from,
             "seed": new.seed,
             "seed_from": new.seed_from,
+            "trace_context": new.trace_context,
             "inputs": [
                 {
                     "name": f.name,

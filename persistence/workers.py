@@ -111,4 +111,12 @@ class WorkerRegistry:
             for row in await cur.fetchall():
                 handed[row["executor_id"]] = await resume(row["executor_id"])
                 await conn.execute(q("forget_worker"), {"executor_id": row["executor_id"]})
+                await conn.execute(
+                    q("record_takeover"),
+                    {
+                        "dead": row["executor_id"],
+                        "by": self.me.executor_id,
+                        "runs": handed[row["executor_id"]],
+                    },
+                )
         return handed

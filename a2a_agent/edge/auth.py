@@ -32,6 +32,11 @@ DEFAULT_SCOPES = ("read", "submit", "approve")  # `run` (commands of the caller'
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 PUBLIC_PREFIXES = ("/.well-known/", "/schemas/")
 OPEN_PRINCIPAL = ""  # the owner of every task when authentication is off
+# The dashboard: a browser sends the key it logged in with as this cookie (HttpOnly,
+# SameSite=Strict, path /ui); its login page is the one open page.
+UI_PREFIX = "/ui"
+UI_COOKIE = "a2a_agent_key"
+UI_LOGIN = "/ui/login"
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,27 @@ async def _refuse(send: Send, status: int, message: str, *, bearer: bool = False
     await send_json(send, status, {"error": message}, headers=challenge)
 
 
+def _cookie(scope: Scope, name: str) -> str:
+    for header, value in scope["headers"]:
+        if header == b"cookie":
+            for pair in value.decode("latin-1").split(";"):
+                key, _, found = pair.strip().partition("=")
+                if key == name:
+                    return str(found)
+    return ""
+
+
+async def _redirect(send: Send, location: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [(b"location", location.encode()), (b"content-length", b"0")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
+
+
 class RequireKey:
     """Authenticate every HTTP request but the public ones (or let all in, when open)."""
 
@@ -126,6 +152,15 @@ class RequireKey:
                     header = value.decode("latin-1")
                     break
             scheme, _, token = header.partition(" ")
+            ui = scope["path"] == UI_PREFIX or scope["path"].startswith(UI_PREFIX + "/")
+            if ui and not header:
+                scheme, token = "bearer", _cookie(scope, UI_COOKIE)
+                if scope["path"] == UI_LOGIN:
+                    await self.app(scope, receive, send)  # the login page itself is open
+                    return
+                if not token:
+                    await _redirect(send, UI_LOGIN)
+                    return
             if scheme.lower() != "bearer" or not token.strip():
                 await _refuse(
                     send,
@@ -141,6 +176,9 @@ class RequireKey:
                 await _refuse(send, 503, "cannot check the API key: the database is unavailable")
                 return
             if caller is None:
+                if ui and not header:
+                    await _redirect(send, UI_LOGIN + "?expired=1")
+                    return
                 await _refuse(
                     send, 401, "this API key is not valid (unknown or revoked)", bearer=True
                 )

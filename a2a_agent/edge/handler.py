@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from a2a_agent.edge.intake import Intake, message_digest
 from a2a_agent.edge.push_configs import PushConfigMethods, printable
 from a2a_agent.engine import RunEngine
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
+from a2a_agent.observe import tracing
 from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.notify import TaskNotifier
 from persistence.push import PushConfigStore
@@ -217,7 +219,9 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
             raise InvalidParamsError(str(exc)) from exc
         try:
             if message.task_id:
-                return await self._follow_up(caller, message)
+                # A person acting for the owner (the dashboard) is recorded as who decided.
+                by = str(context.state.get("decided_by") or caller)
+                return await self._follow_up(caller, message, by)
             task_id = str(uuid.uuid4())
             context_id = message.context_id or str(uuid.uuid4())
             message.task_id, message.context_id = task_id, context_id
@@ -228,6 +232,10 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
                 raise InvalidParamsError(str(exc)) from exc
             if any(i.run for i in new.items):
                 scopes.require(context, "run")
+            caller_trace = (context.state.get("headers") or {}).get("traceparent")
+            new = dataclasses.replace(
+                new, trace_context=tracing.task_span(task_id, caller_trace or None)
+            )
             submitted = await self.store.create_task(new)
         except CannotContinue as exc:
             raise InvalidParamsError(_cannot_continue(exc)) from exc
@@ -244,7 +252,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
             await self.engine.start(row.task_id)
         return row
 
-    async def _follow_up(self, owner: str, message: Message) -> TaskRow:
+    async def _follow_up(self, owner: str, message: Message, by: str) -> TaskRow:
         """A reply to the task's pending request, or a steering note while it works; each
         applied once per messageId."""
         row = await self._load(message.task_id, owner)
@@ -276,7 +284,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
             raise InvalidParamsError(str(exc)) from exc
         if intent is None:
             return await self._note(row, message, text)
-        return await self._answer(row, message, intent)
+        return await self._answer(row, message, intent, by)
 
     async def _note(self, row: TaskRow, message: Message, text: str) -> TaskRow:
         if not text:
@@ -300,7 +308,9 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
             raise TaskNotFoundError(f"task {row.task_id!r} does not exist (or is not yours)")
         return noted.row
 
-    async def _answer(self, row: TaskRow, message: Message, intent: ReplyIntent) -> TaskRow:
+    async def _answer(
+        self, row: TaskRow, message: Message, intent: ReplyIntent, by: str
+    ) -> TaskRow:
         answered = await self.replies.answer(
             row.task_id,
             Reply(
@@ -308,7 +318,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
                 decision=intent.decision,
                 approval_id=intent.approval_id,
                 note=intent.note,
-                decided_by=row.owner or None,
+                decided_by=by or None,
                 budget=intent.budget,
                 message=message_to_json(message),
                 message_id=message.message_id,

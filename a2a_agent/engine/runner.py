@@ -10,7 +10,9 @@ said it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from dbos import DBOS, DBOSConfiguredInstance
@@ -25,8 +27,13 @@ from a2a_agent.harness.pauses import RUNNING_SEGMENT
 from a2a_agent.harness.plan_harness import PlanHarness
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.model.types import ModelResponse, Usage, assistant, tool_results, user_text
+from a2a_agent.observe import tracing
+from a2a_agent.observe.logs import log_context
 from persistence.errors import StoreUnavailable
 from persistence.records import TERMINAL_STATES
+
+TRACES_KEPT = 4096
+log = logging.getLogger(__name__)
 
 
 def workflow_id(task_id: str, segment: int) -> str:
@@ -87,105 +94,149 @@ class PlanRunner(DBOSConfiguredInstance):
         self.decisions = decisions
         self.facts = facts
         self.gate = gate
+        self._traces: OrderedDict[str, str | None] = OrderedDict()
         super().__init__("plan-runner")
 
-    async def _gated(self, step: Awaitable[StepResult]) -> JSON:
+    async def _gated(
+        self, task_id: str, step: Coroutine[Any, Any, StepResult], *, item_id: str | None = None
+    ) -> JSON:
+        """Run one harness step: counted by the gate (a shutdown waits for it), its logs and
+        its span (in the task's trace) saying which task, item and step it is."""
         # The harness learns which segment runs the step from the workflow id, so a step of
         # a segment that paused, re-run after a crash, leaves the answer to the next segment.
         token = RUNNING_SEGMENT.set(segment_of(DBOS.workflow_id))
+        name = str(getattr(step, "__name__", "step"))  # the harness method's name
+        attributes = {"a2a.task_id": task_id, "a2a.step": name}
+        if item_id is not None:
+            attributes["a2a.item_id"] = item_id
         try:
-            async with self.gate.step():
-                return (await step).as_json()
+            with (
+                log_context(task_id, name, item_id),
+                tracing.step_span(f"a2a.{name}", await self._trace_of(task_id), attributes) as span,
+            ):
+                async with self.gate.step():
+                    result = (await step).as_json()
+                tracing.outcome(span, result)
+                outcome = result.get("outcome")
+                log.log(
+                    logging.DEBUG if outcome in ("ok", "done") else logging.INFO,
+                    "step %s: %s",
+                    name,
+                    outcome,
+                )
+                return result
         finally:
             RUNNING_SEGMENT.reset(token)
+
+    async def _trace_of(self, task_id: str) -> str | None:
+        """The task's trace context (kept with the task; it never changes), read once."""
+        if task_id not in self._traces:
+            self._traces[task_id] = await self.harness.ctx.runs.trace_context(task_id)
+            while len(self._traces) > TRACES_KEPT:
+                self._traces.popitem(last=False)
+        return self._traces[task_id]
 
     # ---- steps: plans and commands ----------------------------------------------------------
 
     @DBOS.step(**OUTAGE_RETRY)
     async def snapshot(self, task_id: str) -> JSON:
-        return await self._gated(self.harness.snapshot(task_id))
+        return await self._gated(task_id, self.harness.snapshot(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def begin_task(self, task_id: str) -> JSON:
-        return await self._gated(self.harness.begin_task(task_id))
+        return await self._gated(task_id, self.harness.begin_task(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        return await self._gated(self.harness.begin_attempt(task_id, item_id, attempt))
+        return await self._gated(
+            task_id, self.harness.begin_attempt(task_id, item_id, attempt), item_id=item_id
+        )
 
     # Preemptible: a cancel interrupts the running command instead of waiting for it; the
     # interrupted step's output is not recorded, so a resume re-runs it under the same key.
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def run_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        return await self._gated(self.harness.run_item(task_id, item_id, attempt))
+        return await self._gated(
+            task_id, self.harness.run_item(task_id, item_id, attempt), item_id=item_id
+        )
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def precheck_item(self, task_id: str, item_id: str) -> JSON:
-        return await self._gated(self.harness.prechecks.precheck_item(task_id, item_id))
+        return await self._gated(
+            task_id, self.harness.prechecks.precheck_item(task_id, item_id), item_id=item_id
+        )
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def accept_task(self, task_id: str) -> JSON:
-        return await self._gated(self.harness.acceptance.accept_task(task_id))
+        return await self._gated(task_id, self.harness.acceptance.accept_task(task_id))
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def reverify(self, task_id: str, round_id: str) -> JSON:
-        return await self._gated(self.harness.reverification.reverify(task_id, round_id))
+        return await self._gated(task_id, self.harness.reverification.reverify(task_id, round_id))
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def verify_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        return await self._gated(self.harness.verify_item(task_id, item_id, attempt))
+        return await self._gated(
+            task_id, self.harness.verify_item(task_id, item_id, attempt), item_id=item_id
+        )
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def publish(self, task_id: str) -> JSON:
-        return await self._gated(self.harness.publisher.publish(task_id))
+        return await self._gated(task_id, self.harness.publisher.publish(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def finish(self, task_id: str) -> JSON:
-        return await self._gated(self.harness.finish(task_id))
+        return await self._gated(task_id, self.harness.finish(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def fail(self, task_id: str, reason: str) -> JSON:
-        return await self._gated(self.harness.fail(task_id, reason))
+        return await self._gated(task_id, self.harness.fail(task_id, reason))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def close(self, task_id: str) -> JSON:
-        return await self._gated(self.harness.close(task_id))
+        return await self._gated(task_id, self.harness.close(task_id))
 
     # ---- steps: pauses ------------------------------------------------------------------
 
     @DBOS.step(**OUTAGE_RETRY)
     async def apply_decision(self, task_id: str) -> JSON:
-        return await self._gated(self.decisions.apply_decision(task_id))
+        return await self._gated(task_id, self.decisions.apply_decision(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def ask_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        return await self._gated(self.decisions.ask_item(task_id, item_id, attempt))
+        return await self._gated(
+            task_id, self.decisions.ask_item(task_id, item_id, attempt), item_id=item_id
+        )
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def establish_facts(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        return await self._gated(self.facts.establish(task_id, item_id, attempt))
+        return await self._gated(
+            task_id, self.facts.establish(task_id, item_id, attempt), item_id=item_id
+        )
 
     @DBOS.step(**OUTAGE_RETRY)
     async def review_plan(self, task_id: str) -> JSON:
-        return await self._gated(self.decisions.review_plan(task_id))
+        return await self._gated(task_id, self.decisions.review_plan(task_id))
 
     # ---- steps: the model ---------------------------------------------------------------
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def call_model(self, task_id: str, call: JSON) -> JSON:
-        return await self._gated(self.work.call_model(task_id, call))
+        return await self._gated(task_id, self.work.call_model(task_id, call))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def planning_request(self, task_id: str) -> JSON:
-        return await self._gated(self.work.planning_request(task_id))
+        return await self._gated(task_id, self.work.planning_request(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def accept_plan(self, task_id: str, attempt: int, plan: Any) -> JSON:
-        return await self._gated(self.work.accept_plan(task_id, attempt, plan))
+        return await self._gated(task_id, self.work.accept_plan(task_id, attempt, plan))
 
     @DBOS.step(**OUTAGE_RETRY)
     async def item_request(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        return await self._gated(self.work.item_request(task_id, item_id, attempt))
+        return await self._gated(
+            task_id, self.work.item_request(task_id, item_id, attempt), item_id=item_id
+        )
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def call_tool(
@@ -194,6 +245,7 @@ class PlanRunner(DBOSConfiguredInstance):
         """`use`: turn, n (this tool use), uses (how many the answer holds) and notes_seq
         (the last of the caller's notes the model has read)."""
         return await self._gated(
+            task_id,
             self.work.call_tool(
                 task_id,
                 item_id,
@@ -203,12 +255,14 @@ class PlanRunner(DBOSConfiguredInstance):
                 n=use["n"],
                 uses=use["uses"],
                 notes_seq=int(use.get("notes_seq", 0)),
-            )
+            ),
         )
 
     @DBOS.step(**OUTAGE_RETRY)
     async def end_turn(self, task_id: str, item_id: str, attempt: int, note: str) -> JSON:
-        return await self._gated(self.work.end_turn(task_id, item_id, attempt, note))
+        return await self._gated(
+            task_id, self.work.end_turn(task_id, item_id, attempt, note), item_id=item_id
+        )
 
     # ---- the workflow -------------------------------------------------------------------
 

@@ -30,6 +30,9 @@ FROM task_files
 WHERE task_id = %(task_id)s AND kind = 'input'
 ORDER BY name::integer
 
+-- name: trace_context
+SELECT trace_context FROM tasks WHERE id = %(task_id)s
+
 -- name: task_state
 SELECT state FROM tasks WHERE id = %(task_id)s
 

@@ -34,3 +34,7 @@ FOR UPDATE SKIP LOCKED
 
 -- name: forget_worker
 DELETE FROM workers WHERE executor_id = %(executor_id)s
+
+-- name: record_takeover
+INSERT INTO takeovers (dead_executor, by_executor, runs)
+VALUES (%(dead)s, %(by)s, %(runs)s)

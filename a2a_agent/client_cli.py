@@ -1,0 +1,291 @@
+"""`a2a-agent send` and `a2a-agent tasks ...`: a terminal client of a running server. It
+speaks A2A like any caller (the a2a-sdk client, a key as a bearer token), so what it shows
+and does is what an orchestrator would see and do.
+
+The key: `--key`, else A2A_AGENT_KEY, else the local server's admin.key
+(A2A_AGENT_HOME/admin.key). The server: `--url`, else A2A_AGENT_URL, else
+http://127.0.0.1:8000. `--json` prints what the server answered, for scripts.
+`tasks watch` exits 0 when the task completed, 1 when it failed, 2 when it was canceled or
+rejected, 3 when it waits for a person, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from a2a.client import ClientConfig, create_client
+from a2a.client.client import Client
+from a2a.client.errors import A2AClientError
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import A2AError
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Value
+from rich.console import Console
+
+from a2a_agent.client_view import (
+    STATE_NAMES,
+    request_of,
+    state_name,
+    task_table,
+    tasks_table,
+    watch_view,
+)
+
+EXIT_CODES = {"completed": 0, "failed": 1, "canceled": 2, "rejected": 2}
+WAITING = ("input_required", "auth_required")
+
+
+def add_commands(sub: Any) -> None:
+    """The client's commands on the main parser."""
+
+    def common(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--url", help="the server (A2A_AGENT_URL; default http://127.0.0.1:8000)"
+        )
+        parser.add_argument("--key", help="an API key (A2A_AGENT_KEY; default the local admin.key)")
+        parser.add_argument("--json", action="store_true", help="print the server's answer as JSON")
+
+    send = sub.add_parser("send", help="give the server a task: a goal, or a plan")
+    send.add_argument("goal", nargs="?", help="the goal in plain words")
+    send.add_argument("--plan", type=Path, help="a plan as JSON (a file, or - for stdin)")
+    send.add_argument(
+        "--repo", help="start from this repository: URL@REF (a branch, tag or commit)"
+    )
+    send.add_argument("--watch", action="store_true", help="then watch it until it ends")
+    common(send)
+    tasks = sub.add_parser("tasks", help="list, show, watch and steer tasks")
+    actions = tasks.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="your tasks, newest first")
+    listing.add_argument("--state", choices=sorted(STATE_NAMES), help="only those in this state")
+    common(listing)
+    for name, what in (
+        ("show", "a task: its plan, evidence, budget and what it waits for"),
+        ("watch", "a live view until the task ends or waits"),
+        ("cancel", "stop a task"),
+        ("diff", "the task's changes as a diff (once it ended)"),
+    ):
+        parser = actions.add_parser(name, help=what)
+        parser.add_argument("task_id")
+        common(parser)
+    for name in ("approve", "reject"):
+        parser = actions.add_parser(name, help=f"{name} what the task waits for")
+        parser.add_argument("task_id")
+        parser.add_argument("--note", default=None, help="a note kept with the decision")
+        parser.add_argument(
+            "--id", dest="request_id", help="the request (default: the pending one)"
+        )
+        common(parser)
+
+
+def _key(args: argparse.Namespace) -> str | None:
+    if args.key:
+        return str(args.key)
+    if os.environ.get("A2A_AGENT_KEY"):
+        return os.environ["A2A_AGENT_KEY"]
+    admin = Path(os.environ.get("A2A_AGENT_HOME") or "./.a2a-agent") / "admin.key"
+    return admin.read_text().strip() if admin.is_file() else None
+
+
+def _url(args: argparse.Namespace) -> str:
+    return str(args.url or os.environ.get("A2A_AGENT_URL") or "http://127.0.0.1:8000").rstrip("/")
+
+
+@asynccontextmanager
+async def connected(args: argparse.Namespace) -> AsyncIterator[tuple[Client, httpx.AsyncClient]]:
+    key = _key(args)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx.AsyncClient(timeout=60, headers=headers) as http:
+        client = await create_client(_url(args), ClientConfig(streaming=False, httpx_client=http))
+        try:
+            yield client, http
+        finally:
+            await client.close()
+
+
+def _data(payload: dict[str, Any]) -> Part:
+    value = Value()
+    value.struct_value.update(payload)
+    return Part(data=value, media_type="application/json")
+
+
+def _message(args: argparse.Namespace) -> Message:
+    parts = [Part(text=args.goal)] if args.goal else []
+    payload: dict[str, Any] = {}
+    if args.plan is not None:
+        text = sys.stdin.read() if str(args.plan) == "-" else args.plan.read_text()
+        payload["plan"] = json.loads(text)
+    if args.repo:
+        url, _, ref = (
+            args.repo.rpartition("@") if "@" in args.repo.split("/")[-1] else (args.repo, "", "")
+        )
+        payload["workspace"] = {"git": {"url": url, **({"ref": ref} if ref else {})}}
+    if payload:
+        parts.append(_data(payload))
+    if not parts:
+        raise SystemExit("a2a-agent send: give a goal, or --plan FILE")
+    return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=parts)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+async def _send(args: argparse.Namespace, console: Console) -> int:
+    async with connected(args) as (client, _):
+        request = SendMessageRequest(
+            message=_message(args), configuration=SendMessageConfiguration(return_immediately=True)
+        )
+        task = None
+        async for response in client.send_message(request):
+            if response.HasField("task"):
+                task = response.task
+        if task is None:
+            console.print("[red]the server answered without a task[/red]")
+            return 1
+        if args.json and not args.watch:
+            _print_json(MessageToDict(task))
+        elif not args.watch:
+            print(task.id)
+        if args.watch:
+            return await _watch(client, task.id, console, as_json=args.json)
+    return 0
+
+
+async def _watch(client: Client, task_id: str, console: Console, *, as_json: bool) -> int:
+    """Follow the task until it ends or waits; the exit code says how it ended."""
+    seen: list[str] = []
+    task = await client.get_task(GetTaskRequest(id=task_id))
+    with watch_view(console, disabled=as_json) as view:
+        while True:
+            text = task.status.message.parts[0].text if task.status.message.parts else ""
+            if text and (not seen or seen[-1] != text):
+                seen.append(text)
+            view.update(task, seen[-6:])
+            state = state_name(task)
+            if state in EXIT_CODES or state in WAITING:
+                break
+            await asyncio.sleep(1.0)
+            task = await client.get_task(GetTaskRequest(id=task_id))
+    if as_json:
+        _print_json(MessageToDict(task))
+    else:
+        console.print(f"{task_id}: {state} — {seen[-1] if seen else ''}", soft_wrap=True)
+    return EXIT_CODES.get(state, 3)
+
+
+async def _tasks(args: argparse.Namespace, console: Console) -> int:
+    async with connected(args) as (client, http):
+        if args.action == "list":
+            request = ListTasksRequest(page_size=100, include_artifacts=True)
+            if args.state:
+                request.status = TaskState.Value(f"TASK_STATE_{args.state.upper()}")
+            found = await client.list_tasks(request)
+            if args.json:
+                _print_json([MessageToDict(t) for t in found.tasks])
+            else:
+                console.print(tasks_table(list(found.tasks)))
+            return 0
+        task_id = args.task_id
+        if args.action == "watch":
+            return await _watch(client, task_id, console, as_json=args.json)
+        if args.action == "cancel":
+            task = await client.cancel_task(CancelTaskRequest(id=task_id))
+            _print_json(MessageToDict(task)) if args.json else console.print(
+                f"{task_id}: {state_name(task)}"
+            )
+            return 0
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        if args.action == "show":
+            _print_json(MessageToDict(task)) if args.json else console.print(task_table(task))
+            return 0
+        if args.action == "diff":
+            return await _diff(task, http, console)
+        return await _decide(args, client, task, console)
+
+
+async def _diff(task: Task, http: httpx.AsyncClient, console: Console) -> int:
+    for artifact in task.artifacts:
+        if artifact.artifact_id != "diff":
+            continue
+        part = artifact.parts[0]
+        if part.WhichOneof("content") == "raw":
+            sys.stdout.write(part.raw.decode(errors="replace"))
+        else:
+            response = await http.get(part.url)
+            response.raise_for_status()
+            sys.stdout.write(response.text)
+        return 0
+    console.print(f"[yellow]{task.id} has no diff yet: it comes when the run ends[/yellow]")
+    return 1
+
+
+async def _decide(args: argparse.Namespace, client: Client, task: Task, console: Console) -> int:
+    """Approve or reject the task's pending request, as an A2A reply."""
+    request = request_of(task)
+    if request is None and args.request_id is None:
+        console.print(f"[yellow]{task.id} is {state_name(task)} and asks nothing now[/yellow]")
+        return 1
+    options = list((request or {}).get("options") or ["approve", "reject"])
+    decision = options[0] if args.action == "approve" else options[-1]
+    body: dict[str, Any] = {
+        "decision": decision,
+        "id": args.request_id or (request or {}).get("id"),
+    }
+    if args.note:
+        body["note"] = args.note
+    reply = Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, task_id=task.id,
+        parts=[_data({"approval": body})],
+    )  # fmt: skip
+    answered = None
+    async for response in client.send_message(
+        SendMessageRequest(
+            message=reply, configuration=SendMessageConfiguration(return_immediately=True)
+        )
+    ):
+        if response.HasField("task"):
+            answered = response.task
+    if args.json and answered is not None:
+        _print_json(MessageToDict(answered))
+    else:
+        console.print(
+            f"{task.id}: {decision} sent; now {state_name(answered) if answered else '?'}"
+        )
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(stderr=False, highlight=False)
+    try:
+        if args.command == "send":
+            return asyncio.run(_send(args, console))
+        return asyncio.run(_tasks(args, console))
+    except KeyboardInterrupt:
+        return 130
+    except (A2AError, A2AClientError) as exc:
+        print(f"a2a-agent: {exc}", file=sys.stderr)
+        return 1
+    except (httpx.HTTPError, OSError) as exc:
+        print(f"a2a-agent: cannot reach {_url(args)}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,182 @@
+"""How the CLI shows tasks in a terminal (rich): a table of tasks, one task's plan and
+evidence, and the live view `tasks watch` redraws."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from a2a.helpers.proto_helpers import get_data_parts
+from a2a.types.a2a_pb2 import Task, TaskState
+from google.protobuf.json_format import MessageToDict
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+STATE_NAMES = frozenset(
+    {"submitted", "working", "input_required", "auth_required", "completed", "failed",
+     "canceled", "rejected"}
+)  # fmt: skip
+COLORS = {
+    "completed": "green",
+    "failed": "red",
+    "canceled": "yellow",
+    "rejected": "red",
+    "input_required": "magenta",
+    "working": "cyan",
+    "submitted": "blue",
+}
+ITEM_COLORS = {"done": "green", "failed": "red", "regressed": "red", "skipped": "yellow",
+               "in_progress": "cyan", "verifying": "cyan"}  # fmt: skip
+
+
+def state_name(task: Task) -> str:
+    return str(TaskState.Name(task.status.state)).removeprefix("TASK_STATE_").lower()
+
+
+def _data(task: Task, artifact_id: str, key: str) -> dict[str, Any] | None:
+    for artifact in task.artifacts:
+        if artifact.artifact_id == artifact_id:
+            for data in get_data_parts(artifact.parts):
+                if isinstance(data, dict) and key in data:
+                    return dict(data[key])
+    return None
+
+
+def plan_of(task: Task) -> dict[str, Any]:
+    return _data(task, "plan", "plan") or {"goal": "", "items": []}
+
+
+def request_of(task: Task) -> dict[str, Any] | None:
+    """The request the task waits on a person for, if any."""
+    for data in get_data_parts(task.status.message.parts):
+        if isinstance(data, dict) and "approvalRequest" in data:
+            return dict(data["approvalRequest"])
+    return None
+
+
+def _goal(task: Task) -> str:
+    plan = plan_of(task)
+    if plan.get("goal"):
+        return str(plan["goal"])
+    for message in task.history[:1]:
+        for part in message.parts:
+            if part.text:
+                return str(part.text)
+    return ""
+
+
+def _styled(state: str) -> Text:
+    return Text(state, style=COLORS.get(state, ""))
+
+
+def tasks_table(tasks: list[Task]) -> Table:
+    table = Table(title=f"{len(tasks)} task(s)", show_lines=False)
+    for column in ("task", "state", "goal", "items", "updated"):
+        table.add_column(column)
+    for task in tasks:
+        progress = dict(MessageToDict(task.metadata).get("progress") or {})
+        items = f"{int(progress.get('itemsDone', 0))}/{int(progress.get('itemsTotal', 0))}"
+        updated = task.status.timestamp.ToDatetime().strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(task.id, _styled(state_name(task)), _goal(task)[:60], items, updated)
+    return table
+
+
+def _items(task: Task) -> Table:
+    table = Table(show_header=True, expand=True)
+    for column in ("item", "status", "attempts", "verify", "exit", "commit"):
+        table.add_column(column)
+    for item in plan_of(task).get("items") or []:
+        evidence = item.get("evidence") or {}
+        status = str(item.get("status"))
+        table.add_row(
+            str(item.get("id")),
+            Text(status, style=ITEM_COLORS.get(status, "")),
+            str(int(item.get("attempts") or 0)),
+            str(item.get("verify"))[:50],
+            "" if evidence.get("exitCode") is None else str(int(evidence["exitCode"])),
+            str(item.get("commit") or "")[:10],
+        )
+    return table
+
+
+def _budget(task: Task) -> Table:
+    budget = dict(MessageToDict(task.metadata).get("budget") or {})
+    table = Table.grid(padding=(0, 1))
+    for name in ("usd", "tokens", "wallS", "actions", "stepsWithoutProgress"):
+        found = budget.get(name) or {}
+        used, limit = found.get("used"), found.get("limit")
+        if used is None or not limit:
+            continue
+        share = min(1.0, float(used) / float(limit))
+        table.add_row(
+            name, ProgressBar(total=1.0, completed=share, width=30), f"{used:g} of {limit:g}"
+        )
+    return table
+
+
+def task_table(task: Task) -> RenderableType:
+    """One task as a person reads it: state, goal, items, budget, what it asks."""
+    state = state_name(task)
+    text = task.status.message.parts[0].text if task.status.message.parts else ""
+    parts: list[RenderableType] = [
+        Text.assemble(("state: ", "bold"), _styled(state)),
+        Text(f"goal: {_goal(task)}"),
+        Text(text, style="dim"),
+        _items(task),
+        _budget(task),
+    ]
+    request = request_of(task)
+    if request is not None:
+        options = " | ".join(request.get("options") or [])
+        parts.append(
+            Panel(f"{request.get('summary')}\n\noptions: {options}", title=f"asks: {request['id']}")
+        )
+    return Panel(Group(*parts), title=task.id)
+
+
+class WatchView:
+    """What `tasks watch` redraws: a bar over the items, the current one, budget bars and
+    the last things the task said."""
+
+    def __init__(self, live: Live | None, console: Console, *, quiet: bool = False) -> None:
+        self.live = live
+        self.console = console
+        self.quiet = quiet
+        self.last: tuple[str, str] | None = None
+
+    def update(self, task: Task, said: list[str]) -> None:
+        if self.live is None:
+            # Not a terminal (a pipe, a log): one line whenever the state or the news change.
+            now = (state_name(task), said[-1] if said else "")
+            if not self.quiet and now != self.last:
+                self.console.print(f"{task.id}: {now[0]}: {now[1]}", soft_wrap=True)
+            self.last = now
+            return
+        progress = dict(MessageToDict(task.metadata).get("progress") or {})
+        total = int(progress.get("itemsTotal", 0))
+        done = int(progress.get("itemsDone", 0))
+        bar = ProgressBar(total=max(total, 1), completed=done, width=40)
+        current = progress.get("currentItem") or "-"
+        body = Group(
+            Text.assemble(("state: ", "bold"), _styled(state_name(task))),
+            Text.assemble(("items: ", "bold"), f"{done} of {total}  "),
+            bar,
+            Text(f"now: {current}"),
+            _budget(task),
+            Text("\n".join(said[-6:]), style="dim"),
+        )
+        self.live.update(Panel(body, title=task.id))
+
+
+@contextmanager
+def watch_view(console: Console, *, disabled: bool) -> Iterator[WatchView]:
+    if disabled or not console.is_terminal:
+        yield WatchView(None, console, quiet=disabled)
+        return
+    with Live(console=console, refresh_per_second=4) as live:
+        yield WatchView(live, console)

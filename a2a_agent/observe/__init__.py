@@ -1,0 +1,1 @@
+"""Seeing the service from outside: structured logs, OpenTelemetry traces, Prometheus metrics."""

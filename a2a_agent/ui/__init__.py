@@ -1,0 +1,1 @@
+"""The dashboard: pages an operator watches and steers runs from (`/ui`)."""

@@ -1,0 +1,26 @@
+"""The monitoring's side of the store: the service's state, read in one statement."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from persistence.db import Pool, read
+from persistence.sql import q
+
+
+class MetricsStore(Protocol):
+    async def metrics(self, buckets: Sequence[float]) -> dict[str, Any]: ...
+
+
+class PostgresMetricsStore:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    async def metrics(self, buckets: Sequence[float]) -> dict[str, Any]:
+        """Counts and sums by state, step, kind; `buckets`: the step-duration histogram's
+        upper bounds in seconds."""
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("metrics"), {"buckets": list(buckets)})
+            row = await cur.fetchone()
+        return dict(row["metrics"]) if row else {}
