@@ -7,7 +7,7 @@ SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
 RUN_STAMP := $(VENV)/.installed-run-$(SUM)
 DEV_STAMP := $(VENV)/.installed-dev-$(SUM)
 
-.PHONY: run test test-fast lint typecheck bench install clean sandbox
+.PHONY: run test test-fast lint typecheck bench install clean sandbox browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,13 @@ sandbox:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap; \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq bubblewrap; fi; }
 
+## The dashboard's tests drive Debian's Chromium (headless); install it where it is missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium: the dashboard's tests run in it"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium; fi; }
+
 ## Serve the A2A API and a worker on 127.0.0.1:8000 (embedded PostgreSQL unless DATABASE_URL is set).
 run: sandbox $(RUN_STAMP)
 	$(BIN)/a2a-agent serve
@@ -45,11 +52,11 @@ typecheck: $(DEV_STAMP)
 
 ## The whole suite: lint, type check, and every test, including the slow crash tests and
 ## the wheel built, installed in a fresh virtual environment and served from.
-test: sandbox lint typecheck
+test: sandbox browser lint typecheck
 	$(BIN)/pytest
 
 ## Everything but the slow tests.
-test-fast: sandbox lint typecheck
+test-fast: sandbox browser lint typecheck
 	$(BIN)/pytest -m "not slow"
 
 bench: $(DEV_STAMP)
