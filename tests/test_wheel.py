@@ -110,6 +110,11 @@ def test_the_wheel_installs_and_serves_from_outside_the_source_tree(
             assert state in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"), got
             assert time.monotonic() < deadline, got
             time.sleep(0.2)
+        # The dashboard's templates came with the wheel: its pages render.
+        login = httpx.get(f"{url}/ui/login", timeout=10)
+        assert login.status_code == 200 and 'id="key"' in login.text
+        ui = httpx.get(f"{url}/ui", cookies={"a2a_agent_key": key}, timeout=10)
+        assert ui.status_code == 200 and task_id[:8] in ui.text
     finally:
         server.terminate()
         server.wait(30)
