@@ -211,6 +211,7 @@ class Runtime:
                 workspaces=settings.workspaces,
                 push_s=settings.push_retention_s,
                 task_s=settings.task_retention_s,
+                record_s=settings.record_retention_s,
             ),
             fault=FaultPoint(settings.fault_file, "supervisor"),
         )

@@ -58,7 +58,8 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
     return value
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, *, zero: bool = False) -> float:
+    """A positive number (or 0, where 0 means "never", `zero`)."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -66,8 +67,8 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {value}")
+    if value < 0 or (value == 0 and not zero):
+        raise ConfigError(f"{name} must be positive{' or 0' if zero else ''}, got {value}")
     return value
 
 
@@ -169,6 +170,7 @@ class Settings:
     push_backoff_s: float = 1.0
     push_retention_s: float = 7 * 24 * 3600.0
     task_retention_s: float = 30 * 24 * 3600.0  # ended tasks (and their events); 0 keeps them
+    record_retention_s: float = 7 * 24 * 3600.0  # their step records, events, workspaces
     # Where this worker's push notifications are sent from: a sibling process of its own
     # (the nanny's second child; the default), this process ("inline"), or nowhere here
     # ("off": an `a2a-agent deliver` process runs elsewhere).
@@ -283,7 +285,12 @@ class Settings:
             push_timeout_s=_float(env, "A2A_AGENT_PUSH_TIMEOUT_S", 5.0),
             push_backoff_s=_float(env, "A2A_AGENT_PUSH_BACKOFF_S", 1.0),
             push_retention_s=_float(env, "A2A_AGENT_PUSH_RETENTION_S", 7 * 24 * 3600.0),
-            task_retention_s=_float(env, "A2A_AGENT_TASK_RETENTION_S", 30 * 24 * 3600.0),
+            task_retention_s=_float(
+                env, "A2A_AGENT_TASK_RETENTION_S", 30 * 24 * 3600.0, zero=True
+            ),
+            record_retention_s=_float(
+                env, "A2A_AGENT_RECORD_RETENTION_S", 7 * 24 * 3600.0, zero=True
+            ),
             push_delivery=_choice(
                 env, "A2A_AGENT_PUSH_DELIVERY", ("process", "inline", "off"), "process"
             ),

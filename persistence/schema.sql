@@ -27,7 +27,8 @@ CREATE TABLE tasks (
     waited_s       double precision NOT NULL DEFAULT 0,
     seed           jsonb,
     base_sha       text,
-    trace_context  text
+    trace_context  text,
+    compacted_at   timestamptz
 );
 CREATE INDEX tasks_owner_status_at ON tasks (owner, status_at DESC, id DESC);
 CREATE INDEX tasks_owner_context ON tasks (owner, context_id);

@@ -22,6 +22,7 @@ class WatchdogStore(Protocol):
     async def prune_pushes(self, retention_s: float) -> int: ...
     async def prune_tasks(self, retention_s: float, limit: int) -> list[tuple[str, int]]: ...
     async def missing_tasks(self, task_ids: list[str]) -> list[str]: ...
+    async def compact_tasks(self, retention_s: float, limit: int) -> list[tuple[str, int]]: ...
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,15 @@ class PostgresWatchdogStore:
         each deleted task's id and its last segment (its runs' workflow ids follow)."""
         async with read(self._pool) as conn:
             cur = await conn.execute(q("prune_tasks"), {"retention_s": retention_s, "limit": limit})
+            return [(str(r["id"]), int(r["segment"])) for r in await cur.fetchall()]
+
+    async def compact_tasks(self, retention_s: float, limit: int) -> list[tuple[str, int]]:
+        """Delete the step records, events and push deliveries of up to `limit` tasks ended
+        more than `retention_s` ago (the tasks stay); each one's id and last segment."""
+        async with read(self._pool) as conn:
+            cur = await conn.execute(
+                q("compact_tasks"), {"retention_s": retention_s, "limit": limit}
+            )
             return [(str(r["id"]), int(r["segment"])) for r in await cur.fetchall()]
 
     async def missing_tasks(self, task_ids: list[str]) -> list[str]:

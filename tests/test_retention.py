@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
@@ -72,3 +73,52 @@ async def test_ended_tasks_are_deleted_after_the_retention_and_running_ones_kept
     assert (home / "workspaces" / running.id).exists()
     assert not orphan.exists()
     assert "pruned 1 task(s)" in server.log() or "pruned 2 task(s)" in server.log()
+
+
+async def test_compaction_drops_records_and_keeps_the_task_and_its_results(
+    start_agent: StartAgent, database_url: str, home: Path
+) -> None:
+    server = start_agent(
+        "serve",
+        "keep-3",
+        A2A_AGENT_RECORD_RETENTION_S="2",
+        A2A_AGENT_TASK_RETENTION_S="0",
+        **FAST,
+    )
+    async with a2a_client(server.url) as client:
+        done = await send(client, plan_message([item("a", "echo hi > a.txt", "test -f a.txt")]))
+        running = await send(client, plan_message([item("c", "sleep 60", "true")]))
+        assert (await wait_for(client, done.id)).status.state == TaskState.TASK_STATE_COMPLETED
+        with psycopg.connect(database_url) as conn:
+            conn.execute(
+                "INSERT INTO push_configs (task_id, id, url, owner) VALUES (%s, 'p', %s, '')",
+                (done.id, "https://example.com/hook"),
+            )
+        wait_for_row(
+            database_url,
+            "SELECT compacted_at IS NOT NULL FROM tasks WHERE id = %s",
+            (done.id,),
+            what="the ended task compacted",
+        )
+        kept = await client.get_task(GetTaskRequest(id=done.id))
+        assert {a.artifact_id for a in kept.artifacts} >= {"plan", "report", "diff", "bundle"}
+    counts = rows_of(database_url, done.id)
+    assert (counts["effects"], counts["events"], counts["workflows"]) == (0, 0, 0)
+    assert counts["tasks"] == 1 and counts["items"] == 1 and counts["transitions"] > 0
+    with psycopg.connect(database_url) as conn:
+        (pushes, checkpoints, outputs) = conn.execute(
+            "SELECT (SELECT count(*) FROM push_configs WHERE task_id = %(t)s),"
+            " (SELECT count(*) FROM checkpoints WHERE task_id = %(t)s),"
+            " (SELECT count(*) FROM task_files WHERE task_id = %(t)s AND kind = 'output')",
+            {"t": done.id},
+        ).fetchone() or (None, None, None)
+    assert (pushes, outputs) == (0, 2) and checkpoints and checkpoints > 0
+    deadline = time.monotonic() + 10
+    while (home / "workspaces" / done.id).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not (home / "workspaces" / done.id).exists()
+    # A run still going is untouched.
+    assert rows_of(database_url, running.id)["effects"] > 0
+    assert (home / "workspaces" / running.id).exists()
+    diff = httpx.get(f"{server.url}/outputs/{done.id}/diff", timeout=10)
+    assert diff.status_code == 200 and b"a.txt" in diff.content

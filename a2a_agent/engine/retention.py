@@ -1,11 +1,12 @@
-"""What is kept, and for how long: delivered push configs and ended tasks.
+"""What is kept, and for how long: delivered push configs, ended tasks' records, ended tasks.
 
 Every worker's supervisor prunes on its reconcile pass. An ended task (completed, failed,
-canceled, rejected) is deleted `task_s` after it ended, with every row of its own (events
-included: a task's events live exactly as long as the task), its runs' DBOS workflows and
-its workspace. A crash between the delete and the clean-up leaves a workspace directory with
-no task; the sweep (at start and then hourly) removes those, also the ones on this machine
-of tasks another worker pruned.
+canceled, rejected) is compacted `record_s` after it ended: its step records (the effects
+ledger), stream events and push deliveries are deleted, with its runs' DBOS workflows and its
+workspace; its row, plan, report, items, transitions, decisions, checkpoints and result files
+(the diff and bundle) stay. It is deleted whole `task_s` after it ended. A crash between a
+delete and the clean-up leaves a workspace directory behind; the sweep (at start and then
+hourly) removes those, also the ones on this machine of tasks another worker pruned.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Retention:
     workspaces: Path
     push_s: float = 7 * 24 * 3600.0
     task_s: float = 30 * 24 * 3600.0  # 0 keeps ended tasks for ever
+    record_s: float = 7 * 24 * 3600.0  # 0 keeps their step records, events and workspaces
 
 
 def _remove(path: Path) -> None:
@@ -66,6 +68,7 @@ class Pruner:
         pruned = await self.store.prune_pushes(self.retention.push_s)
         if pruned:
             log.info("pruned %d delivered push config(s) of ended tasks", pruned)
+        await self._compact()
         if self.retention.task_s <= 0:
             return
         while True:
@@ -83,6 +86,24 @@ class Pruner:
         if self._swept_at is None or time.monotonic() - self._swept_at >= SWEEP_INTERVAL_S:
             await self.sweep()
             self._swept_at = time.monotonic()
+
+    async def _compact(self) -> None:
+        if self.retention.record_s <= 0:
+            return
+        while True:
+            tasks = await self.store.compact_tasks(self.retention.record_s, BATCH)
+            if not tasks:
+                return
+            await self.forget_runs([w for t, s in tasks for w in self.workflow_ids(t, s)])
+            for task_id, _ in tasks:
+                await asyncio.to_thread(remove_workspace, self.retention.workspaces, task_id)
+            log.info(
+                "compacted %d task(s) ended more than %g s ago (records, events, workspaces)",
+                len(tasks),
+                self.retention.record_s,
+            )
+            if len(tasks) < BATCH:
+                return
 
     async def sweep(self) -> None:
         """Remove workspace directories here whose task no longer exists."""

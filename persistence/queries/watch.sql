@@ -54,9 +54,33 @@ WITH gone AS (
 SELECT id, segment, pg_notify('a2a_task_events', id) AS told FROM gone
 
 -- name: missing_tasks
--- Which of these ids (workspace directories on a worker's disk) have no task any more.
+-- Which of these ids (workspace directories on a worker's disk) have no task any more, or
+-- a task whose records were compacted (its workspace goes with them).
 SELECT x.id FROM unnest(%(ids)s::text[]) AS x(id)
-WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = x.id)
+WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = x.id AND t.compacted_at IS NULL)
+
+-- name: compact_tasks
+-- Ended tasks over for longer than retention_s, not compacted yet, oldest first: their step
+-- records (effects), stream events and push deliveries are deleted; the task row, its plan,
+-- report, items, transitions, decisions, checkpoints and result files stay.
+WITH picked AS (
+    SELECT id, segment FROM tasks
+    WHERE state IN ('completed', 'failed', 'canceled', 'rejected')
+      AND compacted_at IS NULL
+      AND status_at < clock_timestamp() - make_interval(secs => %(retention_s)s)
+    ORDER BY status_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), effects_gone AS (
+    DELETE FROM effects WHERE task_id IN (SELECT id FROM picked)
+), events_gone AS (
+    DELETE FROM events WHERE task_id IN (SELECT id FROM picked)
+), pushes_gone AS (
+    DELETE FROM push_configs WHERE task_id IN (SELECT id FROM picked)
+), marked AS (
+    UPDATE tasks SET compacted_at = clock_timestamp() WHERE id IN (SELECT id FROM picked)
+)
+SELECT id, segment FROM picked
 
 -- name: segments_to_start
 -- Tasks whose wait ended (a reply, an expiry, a cancel) but whose next segment may not have
