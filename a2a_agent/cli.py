@@ -16,7 +16,7 @@ from collections.abc import Callable
 import uvicorn
 from dbos import run_dbos_database_migrations
 
-from a2a_agent import client_cli
+from a2a_agent import client_cli, ops
 from a2a_agent.database import resolve_database_url, sqlalchemy_url
 from a2a_agent.delivery.process import run_delivery
 from a2a_agent.edge.auth import DEFAULT_SCOPES, SCOPES, new_key
@@ -84,6 +84,14 @@ def _parser() -> argparse.ArgumentParser:
     push.add_argument("action", choices=("dead", "retry"))
     push.add_argument("task_id", nargs="?", help="retry: the task whose dead configs to retry")
     push.add_argument("--id", dest="config_id", help="retry: only this push config")
+    cluster = sub.add_parser(
+        "cluster", help="N API processes and M workers on this machine, one database"
+    )
+    cluster.add_argument("--api", type=int, default=2, help="API processes (default 2)")
+    cluster.add_argument("--workers", type=int, default=2, help="workers (default 2)")
+    cluster.add_argument("--port", type=int, default=8000, help="the first API's port")
+    ping = sub.add_parser("ping", help="exit 0 if this worker's heartbeat is fresh (a probe)")
+    ping.add_argument("--executor-id", help="the worker (A2A_AGENT_EXECUTOR_ID)")
     client_cli.add_commands(sub)
     return parser
 
@@ -269,6 +277,12 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_push(conninfo, args))
         if args.command == "keys":
             return asyncio.run(_keys(conninfo, args))
+        if args.command == "ping":
+            return asyncio.run(ops.ping(settings, conninfo))
+        if args.command == "cluster":
+            return ops.run_cluster(
+                settings, conninfo, apis=args.api, workers=args.workers, port=args.port
+            )
         if args.command == "worker":
             return _run(args, settings, conninfo, lambda: _run_worker(settings, conninfo))
         if args.command == "deliver":

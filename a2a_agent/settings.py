@@ -285,9 +285,7 @@ class Settings:
             push_timeout_s=_float(env, "A2A_AGENT_PUSH_TIMEOUT_S", 5.0),
             push_backoff_s=_float(env, "A2A_AGENT_PUSH_BACKOFF_S", 1.0),
             push_retention_s=_float(env, "A2A_AGENT_PUSH_RETENTION_S", 7 * 24 * 3600.0),
-            task_retention_s=_float(
-                env, "A2A_AGENT_TASK_RETENTION_S", 30 * 24 * 3600.0, zero=True
-            ),
+            task_retention_s=_float(env, "A2A_AGENT_TASK_RETENTION_S", 30 * 24 * 3600.0, zero=True),
             record_retention_s=_float(
                 env, "A2A_AGENT_RECORD_RETENTION_S", 7 * 24 * 3600.0, zero=True
             ),

@@ -3,9 +3,9 @@ virtual environment, serves a plan to completion from outside the source tree.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,10 +18,12 @@ from tests.support.processes import REPO, free_port
 pytestmark = pytest.mark.slow
 
 
-def run(*argv: str | Path, cwd: Path, timeout: float = 300) -> str:
+def run(
+    *argv: str | Path, cwd: Path, timeout: float = 300, env: dict[str, str] | None = None
+) -> str:
     out = subprocess.run(
         [str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-        check=False,
+        check=False, env={**os.environ, **(env or {})},
     )  # fmt: skip
     assert out.returncode == 0, f"{argv} failed:\n{out.stdout}\n{out.stderr}"
     return out.stdout
@@ -30,12 +32,12 @@ def run(*argv: str | Path, cwd: Path, timeout: float = 300) -> str:
 def test_the_wheel_installs_and_serves_from_outside_the_source_tree(
     tmp_path: Path, database_url: str
 ) -> None:
-    wheels = tmp_path / "wheels"
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, REPO, cwd=tmp_path)
-    (wheel,) = wheels.glob("a2a_agent-*.whl")
-    venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
-    run(venv / "bin" / "python", "-m", "pip", "install", "-q", wheel, cwd=tmp_path, timeout=600)
+    # The image's own build steps (deploy/build.sh, which the Dockerfile runs), here without
+    # Docker: the wheel, then a fresh virtual environment with it and its dependencies.
+    wheels, venv = tmp_path / "wheels", tmp_path / "venv"
+    build = REPO / "deploy" / "build.sh"
+    run(build, "wheel", REPO, wheels, cwd=tmp_path)
+    run(build, "install", wheels, venv, cwd=tmp_path, timeout=600)
     where = run(
         venv / "bin" / "python",
         "-c",
@@ -110,6 +112,13 @@ def test_the_wheel_installs_and_serves_from_outside_the_source_tree(
             assert state in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"), got
             assert time.monotonic() < deadline, got
             time.sleep(0.2)
+        # The image's health check, as the Dockerfile runs it.
+        dockerfile = (REPO / "deploy" / "Dockerfile").read_text().replace("\\\n", " ")
+        health = json.loads(
+            dockerfile.split("HEALTHCHECK", 1)[1].split("CMD", 1)[1].splitlines()[0]
+        )
+        assert health[0] == "python"
+        run(venv / "bin" / "python", *health[1:], cwd=tmp_path, env={"A2A_AGENT_PORT": str(port)})
         # The dashboard's templates came with the wheel: its pages render.
         login = httpx.get(f"{url}/ui/login", timeout=10)
         assert login.status_code == 200 and 'id="key"' in login.text
