@@ -51,13 +51,14 @@ typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 ## The whole suite: lint, type check, and every test, including the slow crash tests and
-## the wheel built, installed in a fresh virtual environment and served from.
+## the wheel built, installed in a fresh virtual environment and served from. Two test
+## processes: the tests mostly wait on the servers they start.
 test: sandbox browser lint typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 ## Everything but the slow tests.
 test-fast: sandbox browser lint typecheck
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -n 2 -m "not slow"
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/checkpoint_overhead.py

@@ -6,6 +6,7 @@ the engine's, so no test depends on another's leftovers.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -42,7 +43,13 @@ def pg_admin_url() -> str:
     url = os.environ.get("DATABASE_URL")
     if url:
         return url
-    return embedded_server_uri(Path(f"/tmp/a2a-agent-tests-{os.getuid()}/pgdata"))
+    root = Path(f"/tmp/a2a-agent-tests-{os.getuid()}")
+    root.mkdir(parents=True, exist_ok=True)
+    # The suite runs in several processes (pytest-xdist): one of them starts the embedded
+    # server, the others attach to it.
+    with (root / "start.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return embedded_server_uri(root / "pgdata")
 
 
 def _create_db(admin_url: str, name: str, template: str | None = None) -> str:
