@@ -20,6 +20,7 @@ from a2a_agent.edge.fast_reads import FastGetTask
 from a2a_agent.edge.files import file_routes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
+from a2a_agent.edge.peer_hooks import peer_routes
 from a2a_agent.edge.request_checks import RequestLimits, StrictContentType
 from a2a_agent.edge.streams import ResumableStreams
 from a2a_agent.edge.workspace_intake import SourceIntake
@@ -117,6 +118,7 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
         *schema_routes(settings, plan_limits(settings)),
         *create_agent_card_routes(card, cache_control=CACHE_CONTROL),
         *file_routes(runtime.store),
+        *peer_routes(runtime.peer_watch, runtime.secrets.tag),
         *dashboard.routes(),
         metrics_route(PostgresMetricsStore(runtime.pool)),
         *create_jsonrpc_routes(handler, JSONRPC_PATH),

@@ -38,11 +38,12 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskState,
 )
-from a2a.utils.errors import A2AError
+from a2a.utils.errors import A2AError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 from rich.console import Console
 
+from a2a_agent.client_tree import run_tree, tree_view
 from a2a_agent.client_view import (
     STATE_NAMES,
     request_of,
@@ -84,6 +85,7 @@ def add_commands(sub: Any) -> None:
         ("watch", "a live view until the task ends or waits"),
         ("cancel", "stop a task"),
         ("diff", "the task's changes as a diff (once it ended)"),
+        ("tree", "the tree of runs it belongs to: its parent, child runs and peers' tasks"),
     ):
         parser = actions.add_parser(name, help=what)
         parser.add_argument("task_id")
@@ -221,7 +223,21 @@ async def _tasks(args: argparse.Namespace, console: Console) -> int:
             return 0
         if args.action == "diff":
             return await _diff(task, http, console)
+        if args.action == "tree":
+            return await _tree(client, task, console, as_json=args.json)
         return await _decide(args, client, task, console)
+
+
+async def _tree(client: Client, task: Task, console: Console, *, as_json: bool) -> int:
+    async def fetch(task_id: str) -> Task | None:
+        try:
+            return await client.get_task(GetTaskRequest(id=task_id))
+        except TaskNotFoundError:
+            return None
+
+    found = await run_tree(task, fetch)
+    _print_json(found) if as_json else console.print(tree_view(found))
+    return 0
 
 
 async def _diff(task: Task, http: httpx.AsyncClient, console: Console) -> int:

@@ -59,7 +59,7 @@ def request_of(task: Task) -> dict[str, Any] | None:
     return None
 
 
-def _goal(task: Task) -> str:
+def goal_of(task: Task) -> str:
     plan = plan_of(task)
     if plan.get("goal"):
         return str(plan["goal"])
@@ -82,7 +82,7 @@ def tasks_table(tasks: list[Task]) -> Table:
         progress = dict(MessageToDict(task.metadata).get("progress") or {})
         items = f"{int(progress.get('itemsDone', 0))}/{int(progress.get('itemsTotal', 0))}"
         updated = task.status.timestamp.ToDatetime().strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(task.id, _styled(state_name(task)), _goal(task)[:60], items, updated)
+        table.add_row(task.id, _styled(state_name(task)), goal_of(task)[:60], items, updated)
     return table
 
 
@@ -102,6 +102,23 @@ def _items(task: Task) -> Table:
             str(item.get("commit") or "")[:10],
         )
     return table
+
+
+def _family(task: Task) -> list[RenderableType]:
+    """Its parent run and its delegates, one line each (`tasks tree` draws the whole tree)."""
+    metadata = MessageToDict(task.metadata)
+    lines: list[RenderableType] = []
+    if metadata.get("parent"):
+        lines.append(Text(f"delegated by: {metadata['parent']}"))
+    for d in metadata.get("delegations") or []:
+        who = (
+            f"peer {d.get('peer')} task {d.get('remoteTask')}"
+            if d.get("peer")
+            else (f"child run {d.get('child')}")
+        )
+        state = d.get("remoteState") or d.get("state")
+        lines.append(Text(f"delegate ({d.get('item')}): {who}: {state}"))
+    return lines
 
 
 def _budget(task: Task) -> Table:
@@ -125,8 +142,9 @@ def task_table(task: Task) -> RenderableType:
     text = task.status.message.parts[0].text if task.status.message.parts else ""
     parts: list[RenderableType] = [
         Text.assemble(("state: ", "bold"), _styled(state)),
-        Text(f"goal: {_goal(task)}"),
+        Text(f"goal: {goal_of(task)}"),
         Text(text, style="dim"),
+        *_family(task),
         _items(task),
         _budget(task),
     ]

@@ -102,7 +102,9 @@ class PeerClient:
         answer = response.json()
         if "error" in answer:
             error = answer["error"]
-            raise PeerError(f"peer {name} refused {method}: {error.get('message')} ({error.get('code')})")
+            raise PeerError(
+                f"peer {name} refused {method}: {error.get('message')} ({error.get('code')})"
+            )
         return dict(answer.get("result") or {})
 
     async def send(
@@ -143,6 +145,21 @@ class PeerClient:
             {"message": MessageToDict(message), "configuration": {"returnImmediately": True}},
         )
         return _task(result.get("task") or result)
+
+    async def fetch(self, name: str, url: str) -> bytes:
+        """A file the peer serves (a result too large to travel inline), with our key; only
+        from the peer's own address."""
+        peer = self.peer(name)
+        if not url.startswith(peer.url + "/"):
+            raise PeerError(f"peer {name} pointed at {url!r}, outside {peer.url}")
+        headers = {"Authorization": f"Bearer {peer.key}"} if peer.key else {}
+        try:
+            response = await self._http.get(url, headers=headers)
+        except httpx.HTTPError as exc:
+            raise PeerError(f"peer {name}: {exc}") from None
+        if response.status_code != 200:
+            raise PeerError(f"peer {name} answered {response.status_code} for {url}")
+        return response.content
 
     async def cancel(self, name: str, task_id: str) -> Task:
         return _task(await self._call(name, "CancelTask", {"id": task_id}))

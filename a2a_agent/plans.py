@@ -25,8 +25,10 @@ ITEM_KEYS = frozenset(
         "ask",
         "facts",
         "precheck",
+        "delegate_to",
     }
 )
+DELEGATE_KEYS = frozenset({"peer", "plan"})
 FACT_KEYS = frozenset({"key", "check", "max_age_s"})
 MAX_FACTS = 20
 COMMAND_KEYS = frozenset({"command", "timeout_s"})
@@ -65,6 +67,7 @@ class PlanLimits:
     default_verify_timeout_s: int
     max_verify_timeout_s: int  # also the most a `run` command may ask for
     max_item_timeout_s: int = 7 * 24 * 3600
+    peers: frozenset[str] = frozenset()  # the peer agents an item may be delegated to
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,11 @@ class ParsedPlan:
 
     @property
     def items_needing_model(self) -> list[str]:
-        return [i.item_id for i in self.items if i.run is None and i.ask is None]
+        return [
+            i.item_id
+            for i in self.items
+            if i.run is None and i.ask is None and i.delegate_to is None
+        ]
 
 
 def _whole_number(value: Any, where: str, *, low: int, high: int) -> int:
@@ -196,6 +203,25 @@ def parse_facts(value: Any, where: str) -> list[dict[str, Any]]:
     return facts
 
 
+def _delegate_to(value: Any, where: str, peers: frozenset[str]) -> dict[str, Any]:
+    """`delegate_to`: a peer's name, or {"peer", "plan"} (the plan the peer is sent; the peer
+    checks it). The item's own verify command still decides, after the peer's work is in."""
+    spec = {"peer": value} if isinstance(value, str) else value
+    if not isinstance(spec, Mapping):
+        raise PlanError(f'{where}: delegateTo must be a peer\'s name or {{"peer", "plan"}}')
+    _unknown(spec.keys(), DELEGATE_KEYS, f"{where}: delegateTo")
+    peer = spec.get("peer")
+    if not isinstance(peer, str) or peer not in peers:
+        known = ", ".join(sorted(peers)) or "none are configured (A2A_AGENT_PEERS)"
+        raise PlanError(f"{where}: delegateTo names no known peer ({peer!r}); peers: {known}")
+    plan = spec.get("plan")
+    if plan is not None and (
+        not isinstance(plan, Mapping) or not plan.get("goal") or not plan.get("items")
+    ):
+        raise PlanError(f"{where}: delegateTo.plan must be a plan with a goal and items")
+    return {"peer": peer, **({"plan": dict(plan)} if plan is not None else {})}
+
+
 def _unknown(keys: Any, allowed: frozenset[str], where: str) -> None:
     extra = sorted(set(keys) - allowed)
     if extra:
@@ -257,6 +283,13 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
             raise PlanError(f"{where}: ask must be a non-empty question for a person")
         if ask is not None and run is not None:
             raise PlanError(f"{where}: an item that asks a person has no run command")
+        delegate_to = None
+        if raw.get("delegate_to") is not None:
+            delegate_to = _delegate_to(raw["delegate_to"], where, limits.peers)
+            if run is not None or ask is not None:
+                raise PlanError(
+                    f"{where}: an item delegated to a peer has no run command and asks nothing"
+                )
         irreversible = _flag(raw.get("irreversible", False), f"{where}: irreversible")
         precheck = _flag(raw.get("precheck", True), f"{where}: precheck")
         given = raw
@@ -302,6 +335,7 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
                 ask=ask,
                 precheck=precheck,
                 verify_independent=independent,
+                delegate_to=delegate_to,
                 facts=parse_facts(raw["facts"], f"{where}: facts") if "facts" in raw else [],
             )
         )

@@ -20,9 +20,11 @@ from a2a_agent.delivery.signing import Signer
 from a2a_agent.delivery.transport import WebhookClient
 from a2a_agent.edge.admin_key import ensure_admin_key
 from a2a_agent.engine.dbos_engine import DbosEngine
+from a2a_agent.engine.peer_watch import PeerWatch
 from a2a_agent.engine.retention import Retention
 from a2a_agent.harness.context import HarnessConfig, StepContext
 from a2a_agent.harness.decisions import DecisionSteps
+from a2a_agent.harness.delegation import DelegationConfig, Delegator
 from a2a_agent.harness.effects import Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.facts import FactSteps
@@ -34,6 +36,7 @@ from a2a_agent.harness.sandbox import Sandbox
 from a2a_agent.harness.unpack import Limits
 from a2a_agent.model.anthropic_adapter import AnthropicModel
 from a2a_agent.observe import tracing
+from a2a_agent.peers import PeerClient
 from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
 from a2a_agent.sources import SourceRules
@@ -41,6 +44,7 @@ from a2a_agent.watched import FaultPoint, watch
 from persistence.budgets import PostgresBudgets
 from persistence.cache import TaskReadCache
 from persistence.db import create_pool
+from persistence.delegations import PostgresDelegationStore
 from persistence.errors import StoreError
 from persistence.health import DatabaseHealth
 from persistence.keys import PostgresKeyStore
@@ -62,6 +66,7 @@ def plan_limits(settings: Settings) -> PlanLimits:
         default_max_attempts=settings.default_max_attempts,
         default_verify_timeout_s=settings.verify_timeout_s,
         max_verify_timeout_s=settings.command_timeout_s,
+        peers=frozenset(settings.peers),
     )
 
 
@@ -138,9 +143,8 @@ class Runtime:
         self.harness = PlanHarness(self.context, effects, endings)
         self.decisions = DecisionSteps(self.context, endings, pauses)
         self.replies = PostgresReplyStore(self.pool, self.read_cache)
-        self.push = PostgresPushStore(
-            self.pool, SecretBox.from_settings(settings.secret_key, settings.home)
-        )
+        self.secrets = SecretBox.from_settings(settings.secret_key, settings.home)
+        self.push = PostgresPushStore(self.pool, self.secrets)
         self.keys = PostgresKeyStore(self.pool)
         self.allow = AllowList.parse(settings.push_allow_hosts)
         self.webhooks = WebhookClient(self.allow)
@@ -189,12 +193,43 @@ class Runtime:
                 repo_context_tokens=settings.repo_context_tokens,
             ),
         )
+        self.peers = PeerClient(settings.peers)
+        self.delegations = PostgresDelegationStore(self.pool)
+        self.peer_watch = PeerWatch(
+            self.delegations,
+            self.peers,
+            lambda task_id, segment: self.engine.start(task_id, segment),  # noqa: PLW0108 (made below)
+            poll_s=settings.peer_poll_s,
+        )
+        self.delegator = Delegator(
+            self.context,
+            effects,
+            children=self.store,
+            store=self.delegations,
+            peers=self.peers,
+            config=DelegationConfig(
+                plan_limits=plan_limits(settings),
+                budget_defaults=settings.budget_defaults,
+                budget_caps=settings.budget_caps,
+                policy_defaults={
+                    "on_item_failure": settings.on_item_failure,
+                    "on_regression": settings.on_regression,
+                    "budget_pause": settings.budget_pause,
+                },
+                public_url=settings.url,
+                tag=self.secrets.tag,
+            ),
+        )
+        self.work.delegator = self.delegator
+        self.decisions.delegator = self.delegator
         self.engine = DbosEngine(
             store=PostgresWatchdogStore(self.pool),
             harness=self.harness,
             work=self.work,
             decisions=self.decisions,
             facts=FactSteps(self.context, effects),
+            delegator=self.delegator,
+            watch_peers=self.peer_watch.poll if settings.peers else None,
             replies=self.replies,
             registry=self.registry,
             system_database_url=sqlalchemy_url(conninfo),
@@ -235,6 +270,7 @@ class Runtime:
         if self.model is not None:
             self._stack.push_async_callback(self.model.close)
         self._stack.push_async_callback(self.webhooks.aclose)
+        self._stack.push_async_callback(self.peers.aclose)
         await self.engine.launch()
         self._stack.push_async_callback(self.engine.shutdown)
         if self.settings.run_worker and self.settings.push_delivery == "inline":

@@ -23,6 +23,7 @@ from a2a_agent.budget import (
 )
 from a2a_agent.errors import ConfigError, PlanError
 from a2a_agent.model import DEFAULT_MODEL
+from a2a_agent.peers import Peer, parse_peers
 from a2a_agent.plans import ON_ITEM_FAILURE, ON_REGRESSION
 from a2a_agent.sources import GitCredential, parse_credentials
 
@@ -186,6 +187,8 @@ class Settings:
     inline_output_bytes: int = 64 * 1024  # result files this small travel in their artifact
     repo_context_tokens: int = 4000  # what the model is shown of a seeded repository
     log_format: str = "text"  # or json: one JSON object a line
+    peers: Mapping[str, Peer] = field(default_factory=dict, repr=False)  # other A2A agents
+    peer_poll_s: float = 5.0  # how often a peer's task we wait on is looked at, unpushed
     log_level: str = "info"
     fault_file: Path | None = None
     http: str = "httptools"
@@ -306,6 +309,8 @@ class Settings:
             inline_output_bytes=_int(env, "A2A_AGENT_INLINE_OUTPUT_BYTES", 64 * 1024, minimum=0),
             repo_context_tokens=_int(env, "A2A_AGENT_REPO_CONTEXT_TOKENS", 4000, minimum=0),
             log_format=_choice(env, "A2A_AGENT_LOG_FORMAT", ("text", "json"), "text"),
+            peers=parse_peers(env.get("A2A_AGENT_PEERS")),
+            peer_poll_s=_float(env, "A2A_AGENT_PEER_POLL_S", 5.0),
             log_level=_choice(
                 env, "A2A_AGENT_LOG_LEVEL", ("debug", "info", "warning", "error"), "info"
             ),

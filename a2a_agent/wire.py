@@ -73,6 +73,9 @@ SNAKE_NAMES = [
     "start_commit",
     "from_task",
     "approve_publish",
+    "delegate_to",
+    "remote_task",
+    "remote_state",
 ]
 
 

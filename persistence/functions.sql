@@ -37,7 +37,7 @@ BEGIN
         ),
         progress AS (
             SELECT count(*) AS steps FROM charges
-            WHERE kind <> 'reservation'
+            WHERE kind NOT IN ('reservation', 'child')
               AND at > coalesce((SELECT max(at) FROM transitions
                                  WHERE task_id = p_task_id AND to_state = 'done'),
                                 '-infinity'::timestamptz)
@@ -84,7 +84,7 @@ BEGIN
                    'history', i.history, 'run_timeout_s', i.run_timeout_s,
                    'timeout_s', i.timeout_s, 'irreversible', i.irreversible, 'ask', i.ask,
                    'facts', i.facts, 'precheck', i.precheck,
-                   'verify_independent', i.verify_independent,
+                   'verify_independent', i.verify_independent, 'delegate_to', i.delegate_to,
                    'elapsed_s', extract(epoch FROM clock_timestamp() - i.started_at)::float8)
                    ORDER BY i.position),
                '[]'::jsonb)
@@ -119,6 +119,7 @@ DECLARE
     v_outputs_seq integer;
     v_status_seq integer;
     v_was text;
+    v_parent text;
 BEGIN
     SELECT state INTO v_was FROM tasks WHERE id = p_task_id;
     IF v_was = 'input_required' AND v_state IS NOT NULL AND v_state <> 'input_required' THEN
@@ -132,6 +133,12 @@ BEGIN
         SET waited_s = waited_s + extract(epoch FROM clock_timestamp() - status_at),
             segment = segment + 1
         WHERE id = p_task_id;
+    ELSIF v_was = 'working' AND v_state IN ('completed', 'failed', 'canceled', 'rejected')
+          AND EXISTS (SELECT 1 FROM delegations WHERE task_id = p_task_id AND state = 'pending')
+    THEN
+        -- It waited on a delegate, so no segment of it runs: the one that closes its record
+        -- (and cancels its delegates) is numbered now, for whoever ends it to start.
+        UPDATE tasks SET segment = segment + 1 WHERE id = p_task_id;
     END IF;
     -- A request asked or decided shows in the plan artifact (its `decisions`).
     v_items_changed := v_items_changed
@@ -204,6 +211,7 @@ BEGIN
                        'evidence', i.evidence, 'commit', i.commit_sha,
                        'irreversible', i.irreversible, 'ask', i.ask,
                        'precheck', i.precheck, 'verify_independent', i.verify_independent,
+                       'delegate_to', i.delegate_to,
                        'history', i.history) ORDER BY i.position)
                        FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb),
                    'decisions', (
@@ -245,7 +253,8 @@ BEGIN
         WHERE t2.id = p_task_id
         GROUP BY t2.id, t2.goal
     ) AS s ON v_items_changed
-    WHERE t.id = p_task_id;
+    WHERE t.id = p_task_id
+    RETURNING t.parent_id INTO v_parent;
     IF v_event <> p_event_seq THEN
         INSERT INTO events (task_id, seq, body)
         SELECT t.id, v.seq, v.body
@@ -267,6 +276,10 @@ BEGIN
         WHERE v_report IS NOT NULL;
     END IF;
     PERFORM pg_notify('a2a_task_events', p_task_id);
+    IF v_parent IS NOT NULL THEN
+        -- A child run: what it asks, and how it ended, shows on its parent.
+        PERFORM mirror_to_parent(p_task_id);
+    END IF;
 END
 $$;
 
@@ -297,6 +310,7 @@ DECLARE
     v_status_data jsonb;
     v_facts jsonb := coalesce(nullif(p_step -> 'facts', 'null'::jsonb), '[]'::jsonb);
     v_patch jsonb := nullif(p_step -> 'metadata_patch', 'null'::jsonb);
+    v_delegation jsonb := nullif(p_step -> 'delegation', 'null'::jsonb);
 BEGIN
     SELECT state, transition_seq, event_seq, status_text INTO v_locked
     FROM tasks WHERE id = p_task_id FOR UPDATE;
@@ -324,6 +338,9 @@ BEGIN
         SET kind = excluded.kind, tool = excluded.tool, tokens = excluded.tokens,
             usd = excluded.usd, actions = excluded.actions, at = clock_timestamp()
         WHERE budget_charges.kind = 'reservation';
+        IF v_charge ->> 'kind' <> 'reservation' THEN
+            PERFORM charge_ancestors(p_task_id, v_key, v_charge);
+        END IF;
     END IF;
     v_terminal := v_locked.state IN ('completed', 'failed', 'canceled', 'rejected')
                   AND NOT v_closing;
@@ -345,6 +362,19 @@ BEGIN
             INTO v_status_data
             FROM pauses WHERE task_id = p_task_id AND id = v_pause ->> 'id';
         END IF;
+        IF v_delegation IS NOT NULL THEN
+            -- The work handed to a child run or a peer: the parent waits on this row.
+            INSERT INTO delegations (task_id, id, item_id, attempt, peer, child_id, remote_id,
+                                     goal, remote_state)
+            VALUES (p_task_id, v_delegation ->> 'id', v_delegation ->> 'item_id',
+                    (v_delegation ->> 'attempt')::integer, v_delegation ->> 'peer',
+                    v_delegation ->> 'child_id', v_delegation ->> 'remote_id',
+                    v_delegation ->> 'goal', v_delegation ->> 'remote_state')
+            ON CONFLICT (task_id, id) DO NOTHING;
+            v_patch := coalesce(v_patch, '{}'::jsonb)
+                       || jsonb_build_object('delegations', delegations_json(p_task_id));
+
+        END IF;
         IF jsonb_array_length(v_facts) > 0 THEN
             -- Facts the step established or checked again: the rows, and metadata.facts.
             INSERT INTO facts (task_id, key, value, source, check_command, max_age_s)
@@ -363,7 +393,7 @@ BEGIN
         END IF;
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                            verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
-                           facts, precheck, verify_independent)
+                           facts, precheck, verify_independent, delegate_to)
         SELECT p_task_id, coalesce((n.x ->> 'position')::integer, n.ord - 1),
                n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
                n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
@@ -372,7 +402,8 @@ BEGIN
                coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask',
                coalesce(n.x -> 'facts', '[]'::jsonb),
                coalesce((n.x ->> 'precheck')::boolean, true),
-               coalesce((n.x ->> 'verify_independent')::boolean, false)
+               coalesce((n.x ->> 'verify_independent')::boolean, false),
+               nullif(n.x -> 'delegate_to', 'null'::jsonb)
         FROM jsonb_array_elements(v_new_items) WITH ORDINALITY AS n (x, ord);
         -- The step's item, and any more it changes at once (a re-verification round).
         FOR v_item IN
@@ -412,6 +443,7 @@ BEGIN
                 'history', history, 'run_timeout_s', run_timeout_s, 'timeout_s', timeout_s,
                 'irreversible', irreversible, 'ask', ask, 'facts', facts,
                 'precheck', precheck, 'verify_independent', verify_independent,
+                'delegate_to', delegate_to,
                 'elapsed_s', extract(epoch FROM clock_timestamp() - started_at)::float8)
             INTO v_one;
             v_changed := v_changed || jsonb_build_array(v_one);
@@ -487,6 +519,10 @@ BEGIN
                 (v_then ->> 'attempt')::integer, v_then ->> 'step', 'started', 0)
         ON CONFLICT (key) DO NOTHING;
     END IF;
+    IF v_delegation ->> 'child_id' IS NOT NULL AND NOT v_terminal THEN
+        -- A child that moved on before this record (a crash in between): catch up.
+        PERFORM mirror_to_parent(v_delegation ->> 'child_id');
+    END IF;
     RETURN jsonb_build_object(
         'replayed', false,
         'state', CASE WHEN v_terminal THEN v_locked.state
@@ -549,6 +585,7 @@ DECLARE
     v_metadata jsonb := coalesce(p_task -> 'metadata', '{}'::jsonb);
     v_seed jsonb := nullif(p_task -> 'seed', 'null'::jsonb);
     v_seed_from text := p_task ->> 'seed_from';
+    v_view_of text := p_task ->> 'view_of';
     v_source record;
     v_copy_from text;
 BEGIN
@@ -585,6 +622,18 @@ BEGIN
         v_metadata := v_metadata || jsonb_build_object(
             'workspace', jsonb_build_object('source', 'from_task', 'task_id', v_seed_from,
                                             'start_commit', v_sha));
+    END IF;
+    IF v_view_of IS NOT NULL THEN
+        -- A child run that works on a copy of its parent's workspace as it is now.
+        SELECT id, state, checkpoint_sha, seed INTO v_source FROM tasks WHERE id = v_view_of;
+        IF v_source.checkpoint_sha IS NOT NULL THEN
+            v_sha := v_source.checkpoint_sha;
+            v_copy_from := v_view_of;
+            v_seed := jsonb_build_object(
+                'kind', 'from_task', 'task_id', v_view_of, 'commit', v_sha,
+                'origin', CASE WHEN v_source.seed ->> 'kind' = 'git' THEN v_source.seed
+                               ELSE v_source.seed -> 'origin' END);
+        END IF;
     END IF;
     IF v_from IS NOT NULL THEN
         -- A continuation: the earlier task's plan and last verified checkpoint (see below).
@@ -635,11 +684,12 @@ BEGIN
                              v_done)));
     END IF;
     INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget,
-                       policy, checkpoint_sha, seed, base_sha, trace_context)
+                       policy, checkpoint_sha, seed, base_sha, trace_context, parent_id)
     VALUES (v_id, p_task ->> 'owner', p_task ->> 'context_id', 'submitted',
             CASE WHEN v_rejection IS NULL THEN v_accepted END, v_goal,
             jsonb_build_array(p_task -> 'first_message'), v_metadata,
-            p_task -> 'budget', v_policy, v_sha, v_seed, v_sha, p_task ->> 'trace_context');
+            p_task -> 'budget', v_policy, v_sha, v_seed, v_sha, p_task ->> 'trace_context',
+            p_task ->> 'parent_id');
     -- The message's files, kept whole (the message in the history keeps a link to each).
     INSERT INTO task_files (task_id, kind, name, media_type, filename, size, sha256, body, url)
     SELECT v_id, 'input', f ->> 'name', f ->> 'media_type', f ->> 'filename',
@@ -650,7 +700,7 @@ BEGIN
         INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                            verify_timeout_s, max_attempts, run_timeout_s, timeout_s,
                            irreversible, ask, facts, status, attempts, evidence, commit_sha,
-                           history, precheck, verify_independent)
+                           history, precheck, verify_independent, delegate_to)
         SELECT v_id, position, item_id, title, run, verify_command, verify_timeout_s,
                max_attempts, run_timeout_s, timeout_s, irreversible, ask, facts,
                CASE WHEN status = 'done' THEN 'done' ELSE 'pending' END,
@@ -658,7 +708,7 @@ BEGIN
                CASE WHEN status = 'done' THEN evidence END,
                CASE WHEN status = 'done' THEN commit_sha END,
                CASE WHEN status = 'done' THEN history ELSE '[]'::jsonb END, precheck,
-               verify_independent
+               verify_independent, delegate_to
         FROM items WHERE task_id = v_from;
         v_items := (SELECT jsonb_agg(1) FROM items WHERE task_id = v_id);
     END IF;
@@ -669,14 +719,15 @@ BEGIN
     END IF;
     INSERT INTO items (task_id, position, item_id, title, run, verify_command,
                        verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
-                       facts, precheck, verify_independent)
+                       facts, precheck, verify_independent, delegate_to)
     SELECT v_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
            n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
            (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
            (n.x ->> 'timeout_s')::integer,
            coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask',
            coalesce(n.x -> 'facts', '[]'::jsonb), coalesce((n.x ->> 'precheck')::boolean, true),
-           coalesce((n.x ->> 'verify_independent')::boolean, false)
+           coalesce((n.x ->> 'verify_independent')::boolean, false),
+           nullif(n.x -> 'delegate_to', 'null'::jsonb)
     FROM jsonb_array_elements(CASE WHEN v_from IS NULL THEN v_items ELSE '[]' END)
          WITH ORDINALITY AS n (x, ord);
     IF v_rejection IS NOT NULL THEN
@@ -716,6 +767,8 @@ DECLARE
     v_by text := coalesce(nullif(p_reply ->> 'decided_by', ''), 'the caller');
     v_note text := nullif(p_reply ->> 'note', '');
     v_how text := coalesce(p_reply ->> 'how', 'reply');
+    v_child text;
+    v_forwarded jsonb;
 BEGIN
     SELECT state, transition_seq, event_seq, segment INTO v_locked
     FROM tasks WHERE id = p_task_id AND owner = p_reply ->> 'owner' FOR UPDATE;
@@ -771,8 +824,24 @@ BEGIN
                                   replace(v_pause.kind, '_', ' '), v_pause.id, v_decision)),
         v_locked.transition_seq,
         v_locked.event_seq);
+    IF v_pause.kind = 'delegated_request' THEN
+        -- A delegate's question, answered on the parent: a child run of this service gets
+        -- the answer in this transaction; a peer's is sent on by the parent's next segment.
+        SELECT child_id INTO v_child FROM delegations
+        WHERE task_id = p_task_id AND id = v_pause.details ->> 'delegation';
+        IF v_child IS NOT NULL THEN
+            v_forwarded := answer_pause(v_child, p_reply || jsonb_build_object(
+                'approval_id', v_pause.details -> 'request' ->> 'id',
+                'message_id', v_message_id || '>' || v_child,
+                'decided_by', v_by));
+        END IF;
+    END IF;
     RETURN jsonb_build_object('result', 'resumed', 'task', task_json(p_task_id),
                               'segment', v_locked.segment + 1,
+                              'forwarded', CASE WHEN v_forwarded ->> 'result' = 'resumed'
+                                                THEN jsonb_build_object(
+                                                    'task_id', v_child,
+                                                    'segment', v_forwarded -> 'segment') END,
                               'pause', (SELECT to_jsonb(p) FROM pauses p
                                         WHERE p.task_id = p_task_id AND p.id = v_pause.id));
 END
@@ -815,5 +884,171 @@ BEGIN
         v_locked.transition_seq,
         v_locked.event_seq);
     RETURN jsonb_build_object('result', 'noted', 'task', task_json(p_task_id), 'seq', v_seq);
+END
+$$;
+
+-- A step's charge, also on the ledgers of every task above it (a child run's spending is its
+-- parent's too): kind `child`, which counts toward the parent's money, tokens and actions
+-- but not toward its steps without progress.
+CREATE OR REPLACE FUNCTION charge_ancestors(p_task_id text, p_key text, p_charge jsonb)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_up text;
+BEGIN
+    SELECT parent_id INTO v_up FROM tasks WHERE id = p_task_id;
+    WHILE v_up IS NOT NULL LOOP
+        INSERT INTO budget_charges (key, task_id, kind, tool, tokens, usd, actions, at)
+        VALUES (p_key || '@' || v_up, v_up, 'child', p_charge ->> 'tool',
+                (p_charge ->> 'tokens')::bigint, (p_charge ->> 'usd')::numeric,
+                (p_charge ->> 'actions')::integer, clock_timestamp())
+        ON CONFLICT (key) DO NOTHING;
+        UPDATE tasks SET metadata = metadata || jsonb_build_object('budget', budget_status(id, ''))
+        WHERE id = v_up;
+        SELECT parent_id INTO v_up FROM tasks WHERE id = v_up;
+    END LOOP;
+END
+$$;
+
+-- A task's delegations as its metadata shows them.
+CREATE OR REPLACE FUNCTION delegations_json(p_task_id text) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', id, 'item', item_id, 'peer', peer, 'child', child_id,
+                       'remote_task', remote_id, 'state', state, 'remote_state', remote_state,
+                       'goal', left(goal, 200)) ORDER BY created_at), '[]'::jsonb)
+            FROM delegations WHERE task_id = p_task_id);
+END
+$$;
+
+-- What a delegate (a child run, or a peer's task) did, on its parent: `p_state` its state
+-- now, `p_request` the approval request it waits on (null: none), `p_result` what it ended
+-- with (null: it has not ended). A request surfaces on the parent as a `delegated_request`
+-- (the parent waits for a person); one answered elsewhere closes there; an end marks the
+-- delegation ended and numbers the parent's next segment, which whoever called this starts.
+-- Returns {segment} when the parent is to go on, else {}.
+CREATE OR REPLACE FUNCTION delegation_changed(
+    p_task_id text, p_id text, p_state text, p_request jsonb, p_result jsonb
+) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_parent record;
+    v_d delegations%ROWTYPE;
+    v_via text;
+    v_who text;
+BEGIN
+    SELECT state, transition_seq, event_seq, segment INTO v_parent
+    FROM tasks WHERE id = p_task_id FOR UPDATE;
+    SELECT * INTO v_d FROM delegations WHERE task_id = p_task_id AND id = p_id FOR UPDATE;
+    IF v_parent.state IS NULL OR v_d.id IS NULL OR v_d.state = 'ended' THEN
+        RETURN '{}'::jsonb;
+    END IF;
+    v_who := coalesce('peer ' || v_d.peer || ' (task ' || v_d.remote_id || ')',
+                      'child run ' || v_d.child_id);
+    UPDATE delegations SET remote_state = p_state, updated_at = clock_timestamp()
+    WHERE task_id = p_task_id AND id = p_id;
+    v_via := 'via.' || p_id || '.' || (p_request ->> 'id');
+    IF p_request IS NOT NULL AND v_parent.state = 'working'
+       AND NOT EXISTS (SELECT 1 FROM pauses WHERE task_id = p_task_id AND id = v_via) THEN
+        INSERT INTO pauses (task_id, id, kind, segment, item_id, attempt, summary, details,
+                            options, on_expiry, expires_at)
+        VALUES (p_task_id, v_via, 'delegated_request', v_parent.segment, v_d.item_id,
+                v_d.attempt, format('The %s asks: %s', v_who, p_request ->> 'summary'),
+                jsonb_build_object('delegation', p_id, 'request', p_request),
+                coalesce(p_request -> 'options', '["approve", "reject"]'::jsonb),
+                coalesce(p_request ->> 'on_expiry', 'reject'),
+                coalesce((p_request ->> 'expires_at')::timestamptz,
+                         clock_timestamp() + interval '7 days'));
+        PERFORM apply_task_change(
+            p_task_id,
+            jsonb_build_object(
+                'transitions', jsonb_build_array(jsonb_build_object(
+                    'item_id', v_d.item_id, 'attempt', v_d.attempt,
+                    'from_state', 'working', 'to_state', 'input_required',
+                    'reason', format('the %s asks (`%s`): %s', v_who, v_via,
+                                     left(p_request ->> 'summary', 500)))),
+                'state', 'input_required',
+                'status_text', format('Waiting for a person: the %s asks: %s Reply with one '
+                                      'of: %s', v_who, p_request ->> 'summary',
+                                      coalesce(p_request -> 'options', '[]'::jsonb)),
+                'status_data', (SELECT jsonb_build_object('approval_request', jsonb_build_object(
+                                    'id', id, 'kind', kind, 'summary', summary,
+                                    'details', details, 'options', options,
+                                    'expires_at', expires_at, 'on_expiry', on_expiry))
+                                FROM pauses WHERE task_id = p_task_id AND id = v_via)),
+            v_parent.transition_seq, v_parent.event_seq);
+    ELSIF p_request IS NULL AND v_parent.state = 'input_required' AND EXISTS (
+        SELECT 1 FROM pauses WHERE task_id = p_task_id AND decision IS NULL
+                               AND id LIKE 'via.' || p_id || '.%') THEN
+        -- Answered where it was asked (or it ended): the parent no longer waits for it.
+        UPDATE pauses SET decision = 'ended', decided_how = 'ended',
+                          decided_at = clock_timestamp(),
+                          note = 'the delegate no longer asks'
+        WHERE task_id = p_task_id AND decision IS NULL AND id LIKE 'via.' || p_id || '.%';
+        PERFORM apply_task_change(
+            p_task_id,
+            jsonb_build_object(
+                'transitions', jsonb_build_array(jsonb_build_object(
+                    'from_state', 'input_required', 'to_state', 'working',
+                    'reason', format('the %s no longer asks', v_who))),
+                'state', 'working',
+                'status_text', format('Working: waiting for the %s', v_who)),
+            v_parent.transition_seq, v_parent.event_seq);
+    END IF;
+    IF p_result IS NULL THEN
+        UPDATE tasks SET metadata = metadata
+                         || jsonb_build_object('delegations', delegations_json(p_task_id))
+        WHERE id = p_task_id;
+        RETURN '{}'::jsonb;
+    END IF;
+    UPDATE delegations
+    SET state = 'ended', result = p_result, ended_at = clock_timestamp(),
+        updated_at = clock_timestamp()
+    WHERE task_id = p_task_id AND id = p_id;
+    SELECT state, transition_seq, event_seq, segment INTO v_parent
+    FROM tasks WHERE id = p_task_id;
+    IF v_parent.state IN ('completed', 'failed', 'canceled', 'rejected') THEN
+        RETURN '{}'::jsonb;
+    END IF;
+    -- The parent goes on: its next segment (started by whoever called this).
+    UPDATE tasks SET segment = segment + 1,
+                     metadata = metadata
+                         || jsonb_build_object('delegations', delegations_json(p_task_id))
+    WHERE id = p_task_id;
+    PERFORM apply_task_change(
+        p_task_id,
+        jsonb_build_object('transitions', jsonb_build_array(jsonb_build_object(
+            'item_id', v_d.item_id, 'attempt', v_d.attempt,
+            'from_state', v_parent.state, 'to_state', v_parent.state,
+            'reason', format('the %s ended: %s', v_who, p_result ->> 'state')))),
+        v_parent.transition_seq, v_parent.event_seq);
+    RETURN jsonb_build_object('segment', v_parent.segment + 1);
+END
+$$;
+
+-- A child run changed: mirror what matters onto its parent's delegation (see above). Its end
+-- counts once the run closed its record (its report is written).
+CREATE OR REPLACE FUNCTION mirror_to_parent(p_child text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_child record;
+    v_id text;
+BEGIN
+    SELECT id, parent_id, state, status_data, status_text, report, plan INTO v_child
+    FROM tasks WHERE id = p_child;
+    SELECT id INTO v_id FROM delegations
+    WHERE task_id = v_child.parent_id AND child_id = p_child AND state = 'pending';
+    IF v_id IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM delegation_changed(
+        v_child.parent_id, v_id, v_child.state,
+        CASE WHEN v_child.state = 'input_required'
+             THEN v_child.status_data -> 'approval_request' END,
+        CASE WHEN v_child.state IN ('completed', 'failed', 'canceled', 'rejected')
+                  AND v_child.report IS NOT NULL
+             THEN jsonb_build_object('state', v_child.state, 'status', v_child.status_text,
+                                     'report', v_child.report, 'plan', v_child.plan) END);
 END
 $$;

@@ -26,11 +26,23 @@ class TaskLine:
     updated_at: datetime
 
 
+@dataclass(frozen=True)
+class RunNode:
+    """A run in a tree of delegations: a task here, or a peer's task (`peer` set)."""
+
+    task_id: str
+    depth: int
+    state: str
+    goal: str
+    peer: str | None
+
+
 class OperatorStore(Protocol):
     async def tasks(
         self, *, state: str | None, owner: str | None, limit: int
     ) -> list[TaskLine]: ...
     async def owners(self) -> list[str]: ...
+    async def run_tree(self, task_id: str) -> list[RunNode]: ...
 
 
 class PostgresOperatorStore:
@@ -49,3 +61,12 @@ class PostgresOperatorStore:
         async with read(self._pool) as conn:
             cur = await conn.execute(q("operator_owners"))
             return [str(row["owner"]) for row in await cur.fetchall()]
+
+    async def run_tree(self, task_id: str) -> list[RunNode]:
+        """The runs of the task's tree, each before those it delegated to."""
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("run_tree"), {"task_id": task_id})
+            return [
+                RunNode(row["task_id"], row["depth"], row["state"], row["goal"], row["peer"])
+                for row in await cur.fetchall()
+            ]

@@ -29,6 +29,7 @@ class NewItem:
     precheck: bool = True  # its verify command runs once before the work, to see it fail
     # Its check only reads the workspace: re-verification may run it beside other such checks.
     verify_independent: bool = False
+    delegate_to: JSON | None = None  # {"peer", "plan"?}: a peer agent does the item's work
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class NewTask:
     seed_from: str | None = None
     inputs: list[InputFile] = field(default_factory=list)
     trace_context: str | None = None  # W3C traceparent of the task's span
+    parent_id: str | None = None  # a child run: the task that delegated it
+    view_of: str | None = None  # a child run on a copy of this task's workspace
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,35 @@ class InputFile:
     sha256: str
     body: bytes | None = None
     url: str | None = None
+
+
+@dataclass(frozen=True)
+class NewDelegation:
+    """Work the run handed on: to a child run (`child_id`) or a peer's task (`remote_id`)."""
+
+    id: str
+    goal: str
+    item_id: str | None = None
+    attempt: int | None = None
+    peer: str | None = None
+    child_id: str | None = None
+    remote_id: str | None = None
+    remote_state: str | None = None
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """A delegation as the run sees it: still pending, or ended with its result."""
+
+    id: str
+    state: str
+    peer: str | None
+    child_id: str | None
+    remote_id: str | None
+    remote_state: str | None
+    result: JSON | None
+    item_id: str | None = None
+    goal: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,6 +165,7 @@ class ItemRow:
     facts: list[JSON] = field(default_factory=list)
     precheck: bool = True
     verify_independent: bool = False
+    delegate_to: JSON | None = None
 
     def time_left_s(self) -> float | None:
         """Seconds the item may still take; None without a limit of its own."""
@@ -284,6 +317,7 @@ class StepRecord:
     base_sha: str | None = None  # the start commit results are measured against
     seed_patch: JSON | None = None  # keys merged into the task's seed (the clone's commit)
     outputs: list[OutputFile] = field(default_factory=list)
+    delegation: NewDelegation | None = None  # work handed to a child run or a peer
     model_call: ModelCall | None = None
     runs: int = 1
     item_id: str | None = None
@@ -350,6 +384,8 @@ class StepView:
     facts: list[Fact] = field(default_factory=list)
     seed: JSON | None = None  # where the workspace started, and how to rebuild its base
     base_sha: str | None = None
+    owner: str = ""
+    delegations: dict[str, Delegation] = field(default_factory=dict)  # by id
 
     def item(self, item_id: str) -> ItemRow:
         for item in self.items:

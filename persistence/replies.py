@@ -41,6 +41,9 @@ class Answered:
     pause: JSON | None = None  # the request the reply was about (when there is one)
     pending: str | None = None  # the request that is pending, if another
     segment: int = 0  # the segment to start when resumed
+    # A child run that got the answer too (a delegate's question answered on its parent):
+    # its segment to start.
+    forwarded: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -102,12 +105,14 @@ class PostgresReplyStore:
                 "digest": reply.digest,
             },
         )
+        forwarded = got.get("forwarded")
         return Answered(
             result=got["result"],
             row=task_from_json(got.get("task")),
             pause=got.get("pause"),
             pending=got.get("pending"),
             segment=int(got.get("segment") or 0),
+            forwarded=(str(forwarded["task_id"]), int(forwarded["segment"])) if forwarded else None,
         )
 
     async def note(

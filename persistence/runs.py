@@ -22,6 +22,7 @@ from persistence.records import (
     JSON,
     Checkpoint,
     Decision,
+    Delegation,
     EffectRow,
     Fact,
     InputFile,
@@ -104,6 +105,7 @@ def step_json(record: StepRecord) -> JSON:
         "base_sha": record.base_sha,
         "seed_patch": record.seed_patch,
         "outputs": [output_json(o) for o in record.outputs],
+        "delegation": dataclasses.asdict(record.delegation) if record.delegation else None,
         "model_call": dataclasses.asdict(record.model_call) if record.model_call else None,
         "then": dataclasses.asdict(record.then) if record.then else None,
         "pause": dataclasses.asdict(record.pause) if record.pause else None,
@@ -151,6 +153,8 @@ class PostgresRunStore:
             facts=[Fact(**f) for f in row["facts"] or []],
             seed=row["seed"],
             base_sha=row["base_sha"],
+            owner=row["owner"],
+            delegations={d["id"]: Delegation(**d) for d in row["delegations"] or []},
         )
 
     async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome:

@@ -28,7 +28,8 @@ CREATE TABLE tasks (
     seed           jsonb,
     base_sha       text,
     trace_context  text,
-    compacted_at   timestamptz
+    compacted_at   timestamptz,
+    parent_id      text
 );
 CREATE INDEX tasks_owner_status_at ON tasks (owner, status_at DESC, id DESC);
 CREATE INDEX tasks_owner_context ON tasks (owner, context_id);
@@ -36,6 +37,7 @@ CREATE INDEX tasks_unfinished ON tasks (updated_at) WHERE state IN ('submitted',
 CREATE INDEX tasks_open_by_age ON tasks (created_at)
     WHERE state IN ('submitted', 'working', 'input_required');
 CREATE INDEX tasks_resumed ON tasks (updated_at) WHERE segment > 0 AND report IS NULL;
+CREATE INDEX tasks_parent ON tasks (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX tasks_ended ON tasks (status_at)
     WHERE state IN ('completed', 'failed', 'canceled', 'rejected');
 
@@ -63,6 +65,7 @@ CREATE TABLE items (
     facts            jsonb NOT NULL DEFAULT '[]'::jsonb,
     precheck         boolean NOT NULL DEFAULT true,
     verify_independent boolean NOT NULL DEFAULT false,
+    delegate_to      jsonb,
     PRIMARY KEY (task_id, item_id),
     UNIQUE (task_id, position),
     CONSTRAINT items_status_check
@@ -141,7 +144,7 @@ CREATE INDEX model_calls_task ON model_calls (task_id);
 CREATE TABLE budget_charges (
     key      text PRIMARY KEY,
     task_id  text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
-    kind     text NOT NULL CHECK (kind IN ('reservation', 'model', 'tool', 'command')),
+    kind     text NOT NULL CHECK (kind IN ('reservation', 'model', 'tool', 'command', 'child')),
     tool     text,
     tokens   bigint NOT NULL DEFAULT 0,
     usd      numeric(14, 6) NOT NULL DEFAULT 0,
@@ -175,7 +178,7 @@ CREATE TABLE pauses (
     id           text NOT NULL,
     kind         text NOT NULL CHECK (kind IN ('irreversible_action', 'plan_change',
                       'budget_threshold', 'repeated_failure', 'plan_review', 'question',
-                      'stale_fact', 'weak_check', 'regression')),
+                      'stale_fact', 'weak_check', 'regression', 'delegated_request')),
     segment      integer NOT NULL,
     item_id      text,
     attempt      integer,
@@ -273,3 +276,24 @@ CREATE TABLE takeovers (
     runs          integer NOT NULL,
     at            timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+
+CREATE TABLE delegations (
+    task_id      text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    id           text NOT NULL,
+    item_id      text,
+    attempt      integer,
+    peer         text,
+    child_id     text,
+    remote_id    text,
+    goal         text NOT NULL,
+    state        text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'ended')),
+    remote_state text,
+    result       jsonb,
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    ended_at     timestamptz,
+    PRIMARY KEY (task_id, id)
+);
+CREATE INDEX delegations_child ON delegations (child_id) WHERE child_id IS NOT NULL;
+CREATE INDEX delegations_open_peers ON delegations (updated_at)
+    WHERE state = 'pending' AND peer IS NOT NULL;

@@ -10,6 +10,8 @@ pushes needs the same key: set A2A_AGENT_SECRET_KEY when they run on more than o
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import os
 import secrets
 from pathlib import Path
@@ -29,6 +31,8 @@ class SecretUnreadable(StoreError):
 class SecretBox:
     def __init__(self, key: bytes) -> None:
         self._fernet = Fernet(key)
+        # A key of its own for tags (what a peer's webhook call shows to be ours to take).
+        self._tag_key = hmac.new(key, b"a2a-agent tags", hashlib.sha256).digest()
 
     @classmethod
     def from_settings(cls, key: str | None, home: Path) -> SecretBox:
@@ -58,6 +62,10 @@ class SecretBox:
             finally:
                 draft.unlink()
         return cls(path.read_bytes().strip())
+
+    def tag(self, message: str) -> str:
+        """An unguessable, stable tag of `message` (the same in every process)."""
+        return hmac.new(self._tag_key, message.encode(), hashlib.sha256).hexdigest()
 
     def seal(self, value: str | None) -> str | None:
         if not value:

@@ -143,6 +143,8 @@ class PostgresTaskStore:
             "seed": new.seed,
             "seed_from": new.seed_from,
             "trace_context": new.trace_context,
+            "parent_id": new.parent_id,
+            "view_of": new.view_of,
             "inputs": [
                 {
                     "name": f.name,

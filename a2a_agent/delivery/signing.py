@@ -18,9 +18,13 @@ import time
 import uuid
 from typing import Any
 
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from cryptography.hazmat.primitives.asymmetric.utils import (
+    decode_dss_signature,
+    encode_dss_signature,
+)
 
 from persistence.push import SigningKeys
 
@@ -99,3 +103,40 @@ class Signer:
                 }
             )
         return {"keys": keys}
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def verify_notification(token: str, body: bytes, jwks: dict[str, Any], *, now: float) -> str | None:
+    """Check a notification's JWT (as `Signer.sign` makes it) against the sender's JWKS and the
+    body as received: None if it holds, else why not."""
+    try:
+        head_b64, claims_b64, signature_b64 = token.split(".")
+        header = json.loads(_unb64(head_b64))
+        claims = json.loads(_unb64(claims_b64))
+        signature = _unb64(signature_b64)
+    except (ValueError, TypeError):
+        return "the signature is not a JWT"
+    if header.get("alg") != "ES256" or len(signature) != 64:
+        return "the signature is not ES256"
+    key = next((k for k in jwks.get("keys", []) if k.get("kid") == header.get("kid")), None)
+    if key is None:
+        return f"the signing key {header.get('kid')!r} is not in the sender's JWKS"
+    public = ec.EllipticCurvePublicNumbers(
+        int.from_bytes(_unb64(key["x"]), "big"), int.from_bytes(_unb64(key["y"]), "big"),
+        ec.SECP256R1(),
+    ).public_key()  # fmt: skip
+    der = encode_dss_signature(
+        int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big")
+    )
+    try:
+        public.verify(der, f"{head_b64}.{claims_b64}".encode(), ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        return "the signature does not verify"
+    if float(claims.get("exp", 0)) < now:
+        return "the signature has expired"
+    if claims.get("body_sha256") != hashlib.sha256(body).hexdigest():
+        return "the body is not the one that was signed"
+    return None

@@ -97,7 +97,8 @@ def from_text(text: str, request: JSON) -> ReplyIntent:
             approval_id=str(request.get("id")),
             note=_note(rest or None),
         )
-    if request.get("kind") == "question":
+    asked = (request.get("details") or {}).get("request") or {}  # a delegate's, surfaced
+    if request.get("kind") == "question" or asked.get("kind") == "question":
         return ReplyIntent(decision="answer", approval_id=str(request.get("id")), note=_note(text))
     raise PlanError(
         f"the task waits for a decision on `{request.get('id')}` ({request.get('summary')}); "

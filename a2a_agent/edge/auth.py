@@ -30,7 +30,8 @@ from persistence.keys import KeyStore, StoredKey
 SCOPES = ("read", "submit", "run", "approve", "operator")
 DEFAULT_SCOPES = ("read", "submit", "approve")  # `run` (commands of the caller's) on request
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
-PUBLIC_PREFIXES = ("/.well-known/", "/schemas/")
+# A peer's notification carries the token this service gave it (edge/peer_hooks.py).
+PUBLIC_PREFIXES = ("/.well-known/", "/schemas/", "/peers/notify/")
 OPEN_PRINCIPAL = ""  # the owner of every task when authentication is off
 # The dashboard: a browser sends the key it logged in with as this cookie (HttpOnly,
 # SameSite=Strict, path /ui); its login page is the one open page.

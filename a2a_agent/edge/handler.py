@@ -328,6 +328,8 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         task_id = row.task_id
         if answered.result == "resumed" and answered.row is not None:
             await self.engine.start(task_id, answered.segment)
+            if answered.forwarded is not None:  # a child run got the answer too
+                await self.engine.start(*answered.forwarded)
             return answered.row
         if answered.result == "repeat" and answered.row is not None:
             return answered.row
@@ -423,7 +425,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
         caller = scopes.owner(context, "submit")
-        was_waiting = (await self._load(params.id, caller)).state == "input_required"
+        before = (await self._load(params.id, caller)).segment
         try:
             row = await self.store.cancel_task(
                 params.id, caller, "canceled at the caller's request"
@@ -435,8 +437,9 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         except StoreUnavailable as exc:
             raise InternalError(f"{exc}; the task was not canceled, try again") from exc
         await self.engine.cancel(row.task_id)
-        if row.segment > 0 and was_waiting:
-            # Nothing of the run was in flight: a segment of its own closes the record.
+        if row.segment > before:
+            # Nothing of the run was in flight (it waited for a person or a delegate): a
+            # segment of its own closes the record and cancels the delegates.
             await self.engine.start(row.task_id, row.segment)
         return to_task(row, None)
 

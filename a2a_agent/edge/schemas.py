@@ -66,6 +66,9 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
             },
         ],
     }
+    peer_name: dict[str, Any] = {"type": "string"}
+    if limits.peers:
+        peer_name["enum"] = sorted(limits.peers)
     item = {
         "type": "object",
         "required": ["id"],
@@ -114,6 +117,21 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                 "minLength": 1,
                 "description": "A question for a person: the answer is the item's work "
                 "(kept in answers/<id>.md; verify defaults to `test -s answers/<id>.md`).",
+            },
+            "delegateTo": {
+                "description": "A peer A2A agent does the item's work (one the server lists "
+                "in A2A_AGENT_PEERS): its name, or {peer, plan} with the plan the peer is sent. "
+                "Its report lands in delegated/<id>.md, its diff is applied, and this item's "
+                "verify still decides.",
+                "oneOf": [
+                    peer_name,
+                    {
+                        "type": "object",
+                        "required": ["peer"],
+                        "additionalProperties": False,
+                        "properties": {"peer": peer_name, "plan": {"type": "object"}},
+                    },
+                ],
             },
         },
     }

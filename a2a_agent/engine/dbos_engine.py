@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.retention import Pruner, Retention
-from a2a_agent.engine.runner import PlanRunner, workflow_id
+from a2a_agent.engine.runner import RUN_QUEUE, PlanRunner, workflow_id
 from a2a_agent.engine.supervisor import Supervisor
 from a2a_agent.harness.decisions import DecisionSteps
+from a2a_agent.harness.delegation import Delegator
 from a2a_agent.harness.facts import FactSteps
 from a2a_agent.harness.model_work import ModelWork
 from a2a_agent.harness.plan_harness import PlanHarness
@@ -25,7 +26,6 @@ from persistence.watch import WatchdogStore
 from persistence.workers import WorkerRegistry
 
 log = logging.getLogger(__name__)
-RUN_QUEUE = "a2a-runs"
 APP_NAME = "a2a-agent"
 
 
@@ -44,6 +44,7 @@ class DbosEngine:
         work: ModelWork,
         decisions: DecisionSteps,
         facts: FactSteps,
+        delegator: Delegator,
         replies: ReplyStore,
         registry: WorkerRegistry,
         system_database_url: str,
@@ -58,6 +59,7 @@ class DbosEngine:
         max_run_age_s: float,
         retention: Retention,
         fault: Callable[[], None] = lambda: None,
+        watch_peers: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
@@ -86,7 +88,9 @@ class DbosEngine:
             }
         )
         self._harness = harness
-        self._runner = PlanRunner(harness, work, decisions, facts, self.gate)
+        self._runner = PlanRunner(
+            harness, work, decisions, facts, gate=self.gate, delegator=delegator
+        )
         self.supervisor = Supervisor(
             registry=registry,
             store=store,
@@ -100,6 +104,7 @@ class DbosEngine:
             max_run_age_s=max_run_age_s,
             pruner=Pruner(store, retention, self._forget_runs, _workflow_ids),
             fault=fault,
+            watch_peers=watch_peers,
         )
 
     async def _forget_runs(self, workflow_ids: list[str]) -> None:

@@ -15,11 +15,12 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from dbos import DBOS, DBOSConfiguredInstance
+from dbos import DBOS, DBOSConfiguredInstance, SetWorkflowID
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.model_turns import ModelTurns, RunStopped
 from a2a_agent.harness.decisions import DecisionSteps
+from a2a_agent.harness.delegation import Delegator
 from a2a_agent.harness.facts import FactSteps
 from a2a_agent.harness.model_work import ModelWork
 from a2a_agent.harness.pauses import RUNNING_SEGMENT
@@ -31,6 +32,7 @@ from persistence.errors import StoreUnavailable
 from persistence.records import TERMINAL_STATES
 
 TRACES_KEPT = 4096
+RUN_QUEUE = "a2a-runs"
 log = logging.getLogger(__name__)
 
 
@@ -81,13 +83,16 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         work: ModelWork,
         decisions: DecisionSteps,
         facts: FactSteps,
+        *,
         gate: StepGate,
+        delegator: Delegator,
     ) -> None:
         self.harness = harness
         self.work = work
         self.decisions = decisions
         self.facts = facts
         self.gate = gate
+        self.delegator = delegator
         self._traces: OrderedDict[str, str | None] = OrderedDict()
         super().__init__("plan-runner")
 
@@ -178,6 +183,16 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
     async def publish(self, task_id: str) -> JSON:
         return await self._gated(task_id, self.harness.publisher.publish(task_id))
 
+    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
+    async def delegate_item(self, task_id: str, item_id: str, attempt: int) -> JSON:
+        return await self._gated(
+            task_id, self.delegator.work_item(task_id, item_id, attempt), item_id=item_id
+        )
+
+    @DBOS.step(**OUTAGE_RETRY)
+    async def settle_delegations(self, task_id: str) -> JSON:
+        return await self._gated(task_id, self.delegator.settle(task_id))
+
     @DBOS.step(**OUTAGE_RETRY)
     async def finish(self, task_id: str) -> JSON:
         return await self._gated(task_id, self.harness.finish(task_id))
@@ -260,11 +275,15 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
 
     # ---- the workflow -------------------------------------------------------------------
 
-    @staticmethod
-    async def _step(output: Awaitable[JSON]) -> StepResult:
+    async def _step(self, output: Awaitable[JSON]) -> StepResult:
         """The funnel: every step's result passes here, and the outcomes that end or restart
-        work are turned into control flow in this one place."""
+        work are turned into control flow in this one place. Runs a step asks to start (a
+        child run it made, a parent a child's end woke) are enqueued here, from the workflow,
+        so a replay starts them once."""
         result = StepResult.from_json(await output)
+        for task_id, segment in result.payload.get("start") or []:
+            with SetWorkflowID(workflow_id(task_id, segment)):
+                await DBOS.enqueue_workflow_async(RUN_QUEUE, self.run_task, task_id, segment)
         if result.outcome == "stopped":
             raise RunStopped
         if result.outcome == "paused":
@@ -278,19 +297,23 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         """One segment of a task's run: from its start, or from a reply, to its end or the
         next pause (workflow id: the task id, then `<task id>:s<segment>`)."""
         try:
-            return await self._run(task_id, segment)
+            ended = await self._run(task_id, segment)
         except RunPaused:
             return "paused"  # the wait is a row; nothing of this run stays in the process
         except RunStopped:
             # Ended by a step (a budget stop: closed already) or by others (a cancel, the
             # watchdog): the closing writes the report and commits the files if none did.
             await self.close(task_id)
-            return "stopped"
+            ended = "stopped"
         except Exception as exc:  # noqa: BLE001  (recorded on the task, not swallowed)
             # The run cannot go on; say so on the task instead of leaving it working forever.
             # Cancellation is a BaseException (DBOS's and asyncio's) and passes through.
             await self.fail(task_id, f"{type(exc).__name__}: {exc}")
-            return "failed"
+            ended = "failed"
+        # A child run's end moves its parent on (its delegation ended in the same record); a
+        # run's end cancels the delegates still working for it.
+        await self._step(self.settle_delegations(task_id))
+        return ended
 
     async def _run(self, task_id: str, segment: int) -> str:
         # Runs started before pre-checks and acceptance checks existed replay without them,
@@ -382,7 +405,9 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         while True:
             try:
                 if not verifying:
-                    if item["run"]:
+                    if item.get("delegate"):
+                        await self._step(self.delegate_item(task_id, item_id, attempt))
+                    elif item["run"]:
                         await self._step(self.run_item(task_id, item_id, attempt))
                     else:
                         await self._model_turn(task_id, item_id, attempt)

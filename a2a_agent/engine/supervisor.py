@@ -33,7 +33,9 @@ class Supervisor:
         max_run_age_s: float,
         pruner: Pruner | None = None,
         fault: Callable[[], None] = lambda: None,
+        watch_peers: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        self.watch_peers = watch_peers
         self.registry = registry
         self.store = store
         self.run_worker = run_worker
@@ -105,6 +107,9 @@ class Supervisor:
                 await self.start_run(task_id, segment)
             if self.pruner is not None:
                 await self.pruner.prune()
+        if self.watch_peers is not None:
+            # Peers' tasks this service waits on: pushes may not come, so look now and then.
+            await self.watch_peers()
 
     async def expire_requests(self) -> None:
         """Requests nobody answered in time follow their default, recorded as expired."""
@@ -128,3 +133,5 @@ class Supervisor:
                     due.on_expiry,
                 )
                 await self.start_run(due.task_id, answered.segment)
+                if answered.forwarded is not None:
+                    await self.start_run(*answered.forwarded)

@@ -8,6 +8,8 @@ view and runs under its own key. One that does not (reject, skip, stop) is appli
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import with_attempt
@@ -28,6 +30,9 @@ from persistence.records import (
     Transition,
 )
 
+if TYPE_CHECKING:
+    from a2a_agent.harness.delegation import Delegator
+
 ANSWERS_DIR = "answers"
 
 
@@ -46,6 +51,7 @@ class DecisionSteps:
         self.ctx = ctx
         self.endings = endings
         self.pauses = pauses
+        self.delegator: Delegator | None = None  # set by the runtime (it needs the stores)
 
     # ---- asking ---------------------------------------------------------------------------
 
@@ -111,6 +117,12 @@ class DecisionSteps:
             return StepResult.ok()  # the model's question: its tool call reads the answer
         if decided.id == "publish":
             return StepResult.ok()  # the publishing step concludes with what was decided
+        if kind == "delegated_request":
+            # A delegate's question, answered here: a peer gets the answer now (a child run
+            # of this service got it when it was given); the wait for it goes on.
+            if self.delegator is not None and decided.how in ("reply", "expired"):
+                return await self.delegator.forward(view, decided)
+            return StepResult.ok()
         if kind == "plan_change":
             if choice == "approve":
                 return await self._change_plan(view, decided, why)

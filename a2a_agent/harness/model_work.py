@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a_agent.budget import Spend
 from a2a_agent.errors import ModelError, PlanError
@@ -23,7 +23,13 @@ from a2a_agent.harness.plan_harness import recorded, to_verification, within_ite
 from a2a_agent.harness.prechecks import PreChecks
 from a2a_agent.harness.repo_context import overview
 from a2a_agent.harness.results import JSON, StepResult
-from a2a_agent.harness.tools import ASKING_SPECS, ASKING_TOOLS, TOOL_SPECS, WorkspaceTools
+from a2a_agent.harness.tools import (
+    ASKING_SPECS,
+    ASKING_TOOLS,
+    DELEGATE_SPEC,
+    TOOL_SPECS,
+    WorkspaceTools,
+)
 from a2a_agent.model import Model
 from a2a_agent.model.types import ModelRequest, ModelResponse
 from a2a_agent.plans import PlanLimits, parse_plan
@@ -37,6 +43,9 @@ from persistence.records import (
     StepView,
     Transition,
 )
+
+if TYPE_CHECKING:
+    from a2a_agent.harness.delegation import Delegator
 
 PROGRESS_TAIL_CHARS = 3000
 
@@ -69,6 +78,7 @@ class ModelWork:
         self.config = config
         self.asking = AskingTools(ctx, effects.pauses, effects.endings, config.plan_limits)
         self.prechecks = PreChecks(ctx, effects, effects.endings)
+        self.delegator: Delegator | None = None  # set by the runtime (it needs the stores)
 
     def _model(self) -> Model:
         if self.model is None:
@@ -222,7 +232,7 @@ class ModelWork:
         request = ModelRequest(
             system=prompts.WORKER_SYSTEM,
             messages=messages,
-            tools=[*TOOL_SPECS, *ASKING_SPECS],
+            tools=[*TOOL_SPECS, *ASKING_SPECS, *([DELEGATE_SPEC] if self.delegator else [])],
             max_tokens=self.config.max_tokens,
         )
         return StepResult.ok(
@@ -266,6 +276,11 @@ class ModelWork:
         if name in ASKING_TOOLS and not recorded(view):
             then = tool_start(task_id, item_id, attempt, turn, n + 1) if n + 1 < uses else None
             return await self.asking.call(
+                view, key=key, item_id=item_id, attempt=attempt, tool_use=tool_use, then=then
+            )
+        if name == DELEGATE_SPEC.name and self.delegator is not None and not recorded(view):
+            then = tool_start(task_id, item_id, attempt, turn, n + 1) if n + 1 < uses else None
+            return await self.delegator.call(
                 view, key=key, item_id=item_id, attempt=attempt, tool_use=tool_use, then=then
             )
         tool_input = tool_use.get("input") or {}

@@ -124,6 +124,7 @@ class PlanHarness:
                 "run": i.run is not None,
                 "ask": i.ask is not None,
                 "facts": bool(i.facts),
+                "delegate": i.delegate_to is not None,
             }
             for i in view.items
         ]

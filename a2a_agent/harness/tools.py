@@ -125,7 +125,29 @@ ASKING_SPECS = [
     ),
 ]
 ASKING_TOOLS = frozenset(t.name for t in ASKING_SPECS)
-TOOL_NAMES = frozenset(t.name for t in TOOL_SPECS) | ASKING_TOOLS
+# Handing a chunk of work on (harness/delegation.py): the run waits for the delegate's report.
+DELEGATE_SPEC = ToolSpec(
+    "delegate",
+    "Hand a large, self-contained chunk of work to a fresh agent (a child run of this "
+    "service, or a peer agent named in `peer`) instead of doing it in this context: reading "
+    "and searching a big codebase, or a sub-task with its own checks. Give a goal, and "
+    "optionally a plan ({goal, items: [{id, title, verify, run?}]}), a budget slice "
+    "({max_usd, max_tokens}) and share_workspace (the child works on a copy of this "
+    "workspace). The run waits; the result is the delegate's report: its outcome, summary "
+    "and each item's evidence, never its transcript. Your item's own check still decides.",
+    {
+        "type": "object",
+        "properties": {
+            "goal": {"type": "string"},
+            "plan": {"type": "object"},
+            "budget": {"type": "object"},
+            "peer": {"type": "string"},
+            "share_workspace": {"type": "boolean"},
+        },
+        "required": ["goal"],
+    },
+)
+TOOL_NAMES = frozenset(t.name for t in TOOL_SPECS) | ASKING_TOOLS | {DELEGATE_SPEC.name}
 
 
 @dataclass(frozen=True)

@@ -406,6 +406,14 @@ class Workspace:
         out = await self._git("diff", "--name-only", "--no-renames", first, "HEAD")
         return [p for p in out.splitlines() if p and p not in DERIVED_FILES]
 
+    async def apply_patch(self, patch: bytes) -> str | None:
+        """Apply a diff to the working tree (in the box): None, or why it did not apply."""
+        try:
+            await self._git_bytes("apply", "--whitespace=nowarn", "-", stdin=patch)
+        except WorkspaceError as exc:
+            return str(exc)[-500:]
+        return None
+
     async def read_git(self, *args: str, stdin: bytes | None = None) -> bytes:
         """The output of a git command that only reads (boxed like every other)."""
         return await self._git_bytes(*args, stdin=stdin)

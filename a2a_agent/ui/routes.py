@@ -187,7 +187,9 @@ class Dashboard:
         diff = await self.tasks.task_file(task_id, row.owner, "output", "diff")
         configs = await self.push.configs(task_id, row.owner, None)
         request = (row.status_data or {}).get("approval_request")
+        tree = await self.operator.run_tree(task_id)
         return {
+            "tree": tree if len(tree) > 1 else [],
             "row": row,
             "view": view,
             "progress": progress,

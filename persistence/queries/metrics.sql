@@ -32,7 +32,9 @@ SELECT jsonb_build_object(
                    'cache_write', coalesce(sum(cache_write_tokens), 0),
                    'calls', count(*))
                FROM model_calls),
-    'usd', (SELECT coalesce(sum(usd), 0) FROM budget_charges WHERE kind <> 'reservation'),
+    -- A child run's spending is charged to its parent too (kind `child`): counted once here.
+    'usd', (SELECT coalesce(sum(usd), 0) FROM budget_charges
+            WHERE kind NOT IN ('reservation', 'child')),
     'budget_stops', (SELECT count(*) FROM tasks
                      WHERE metadata -> 'failure' ->> 'reason' = 'budget_exhausted'),
     'approvals', (SELECT jsonb_build_object(

@@ -5,7 +5,12 @@
 -- step's effect and (when asked) the budget.
 SELECT t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
        t.report IS NOT NULL AS closed, t.transition_seq, t.segment, t.policy, t.seed,
-       t.base_sha,
+       t.base_sha, t.owner,
+       (SELECT jsonb_agg(jsonb_build_object(
+                   'id', d.id, 'state', d.state, 'peer', d.peer, 'child_id', d.child_id,
+                   'remote_id', d.remote_id, 'remote_state', d.remote_state,
+                   'result', d.result, 'item_id', d.item_id, 'goal', d.goal))
+        FROM delegations d WHERE d.task_id = t.id) AS delegations,
        task_items_json(t.id) AS items,
        (SELECT jsonb_object_agg(p.id, jsonb_build_object(
                    'kind', p.kind, 'decision', p.decision, 'note', p.note,

@@ -89,5 +89,8 @@ SELECT id AS task_id, segment FROM tasks
 WHERE segment > 0 AND report IS NULL
   AND updated_at < clock_timestamp() - make_interval(secs => %(older_than_s)s)
   AND state IN ('working', 'completed', 'failed', 'canceled', 'rejected')
+  -- A run waiting on a delegate has nothing to start until the delegate ends.
+  AND NOT (state = 'working' AND EXISTS (SELECT 1 FROM delegations d
+                                         WHERE d.task_id = tasks.id AND d.state = 'pending'))
 ORDER BY updated_at
 LIMIT 500
