@@ -24,7 +24,8 @@ from a2a_agent.engine.peer_watch import PeerWatch
 from a2a_agent.engine.retention import Retention
 from a2a_agent.harness.context import HarnessConfig, StepContext
 from a2a_agent.harness.decisions import DecisionSteps
-from a2a_agent.harness.delegation import DelegationConfig, Delegator
+from a2a_agent.harness.delegates import DelegationConfig
+from a2a_agent.harness.delegation import Delegator
 from a2a_agent.harness.effects import Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.facts import FactSteps

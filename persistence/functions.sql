@@ -633,6 +633,9 @@ BEGIN
                 'kind', 'from_task', 'task_id', v_view_of, 'commit', v_sha,
                 'origin', CASE WHEN v_source.seed ->> 'kind' = 'git' THEN v_source.seed
                                ELSE v_source.seed -> 'origin' END);
+            v_metadata := v_metadata || jsonb_build_object(
+                'workspace', jsonb_build_object('source', 'from_task', 'task_id', v_view_of,
+                                                'start_commit', v_sha));
         END IF;
     END IF;
     IF v_from IS NOT NULL THEN

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, Task, TaskState
+from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, Part, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
@@ -106,11 +106,17 @@ def conversations(fake: FakeAnthropic, marker: str) -> tuple[list[str], list[str
 
 
 SURVEY = {"id": "survey", "title": "Summarise the repository", "verify": "test -s summary.txt"}
-CHILD_PLAN = {
-    "goal": "CHILD-GOAL count the files",
-    "items": [{"id": "count", "title": "CHILD-ITEM count files", "verify": "test -s count.txt"}],
-}
+CHILD_ITEM = {"id": "count", "title": "CHILD-ITEM count files", "verify": "test -s count.txt"}
+CHILD_PLAN: JSON = {"goal": "CHILD-GOAL count the files", "items": [CHILD_ITEM]}
 ASK_CHILD = {"goal": "count the files", "plan": CHILD_PLAN}
+# The child works on a copy of the parent's workspace: the parent's file is there.
+SHARED_CHILD = {
+    "goal": "count the files",
+    "plan": {
+        **CHILD_PLAN,
+        "items": [{**CHILD_ITEM, "verify": "test -s count.txt && test -f data.txt"}],
+    },
+}
 
 
 async def test_a_child_run_reports_to_its_parent_and_spends_on_both_ledgers(
@@ -121,7 +127,7 @@ async def test_a_child_run_reports_to_its_parent_and_spends_on_both_ledgers(
         parent=[
             tool_reply(
                 "delegate",
-                {"goal": "count the files", "plan": CHILD_PLAN, "budget": {"maxUsd": 50}},
+                {**SHARED_CHILD, "budget": {"maxUsd": 50}, "share_workspace": True},
             ),
             tool_reply("bash", {"command": "echo surveyed > summary.txt"}),
             text_reply("summary written"),
@@ -134,6 +140,7 @@ async def test_a_child_run_reports_to_its_parent_and_spends_on_both_ledgers(
     fake.add(*routed.entries)
     server = start_agent("serve", "deleg-1", **model_env(fake))
     message = data_message({"plan": {"goal": "survey", "items": [SURVEY]}, "budget": {"maxUsd": 2}})
+    message.parts.append(Part(raw=b"1,2,3\n", filename="data.txt", media_type="text/csv"))
     async with a2a_client(server.url) as client:
         task = await send(client, message)
         done = await wait_for(client, task.id, timeout=90)
@@ -144,6 +151,8 @@ async def test_a_child_run_reports_to_its_parent_and_spends_on_both_ledgers(
     assert list(child.history[0].reference_task_ids) == [done.id]
     assert MessageToDict(child.metadata)["parent"] == done.id
     assert [i["status"] for i in plan_of(child)["items"]] == ["done"]
+    shared = MessageToDict(child.metadata)["workspace"]
+    assert shared["source"] == "from_task" and shared["taskId"] == done.id
 
     # The parent's context holds the child's report, never its transcript.
     parent_calls, child_calls = conversations(fake, "CHILD-ITEM")

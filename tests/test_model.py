@@ -110,6 +110,7 @@ async def test_text_goal_is_planned_and_worked_with_tools(
         "record_fact",
         "ask_person",
         "propose_plan_change",
+        "delegate",
     }
     assert work["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert "Write hello.txt and world.txt" in texts_of(work)
@@ -285,7 +286,7 @@ def test_card_lists_its_skills(start_agent: StartAgent) -> None:
     server: AgentProcess = start_agent("serve", "card")
     card = httpx.get(f"{server.url}/.well-known/agent-card.json").json()
     skills = {s["id"]: s for s in card["skills"]}
-    assert set(skills) == {"run-plan", "work-goal", "work-on-code"}
+    assert set(skills) == {"run-plan", "work-goal", "work-on-code", "delegate"}
     for skill in skills.values():
         assert skill["examples"] and skill["inputModes"] and skill["description"]
     assert "ANTHROPIC_API_KEY" in skills["work-goal"]["description"]

@@ -568,7 +568,18 @@ async def test_a_budget_stopped_task_continues_as_a_new_task_from_its_checkpoint
         done = await wait_for(client, continued.id, timeout=60)
         earlier = await wait_for(client, stopped.id, timeout=5)
     assert done.status.state == COMPLETED, done.status.message
-    assert ledger.read_text().split() == ["a", "b", "b", "c"]  # a was not run again
+    # `a` was not run again; `b` ran again if the budget stopped the first task inside it
+    # (a slow machine may stop it before `b` began).
+    runs = ledger.read_text().split()
+    assert (
+        runs.count("a") == 1
+        and runs[-2:] == ["b", "c"]
+        and runs
+        in (
+            ["a", "b", "b", "c"],
+            ["a", "b", "c"],
+        )
+    )
     plan = plan_of(done)["items"]
     assert [i["status"] for i in plan] == ["done", "done", "done"]
     assert plan[0]["commit"] == a_commit

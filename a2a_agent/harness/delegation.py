@@ -18,15 +18,22 @@ person surfaces on the parent (`delegated_request`), and the answer goes back to
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from a2a_agent.budget import Spend, effective_limits
 from a2a_agent.errors import PlanError
 from a2a_agent.harness.context import StepContext
+from a2a_agent.harness.delegates import (
+    MAX_GOAL_CHARS,
+    Children,
+    DelegationConfig,
+    ToolCall,
+    delegation_id,
+    report_file,
+    report_for_model,
+    webhook_path,
+)
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.evidence import with_attempt
 from a2a_agent.harness.files import overwrite as overwrite_file
@@ -34,7 +41,7 @@ from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.plan_harness import to_verification
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.peers import PeerClient, PeerError, state_name
-from a2a_agent.plans import PlanLimits, parse_plan
+from a2a_agent.plans import parse_plan
 from a2a_agent.watched import crash_point
 from a2a_agent.wire import from_wire
 from persistence.delegations import DelegationStore
@@ -49,77 +56,7 @@ from persistence.records import (
     NewTask,
     StepRecord,
     StepView,
-    Submitted,
-    TaskRow,
 )
-
-MAX_GOAL_CHARS = 4000
-SHOWN_OUTPUT = 600  # of each item's output tail, in what the model reads of a child
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """The model's `delegate` call being concluded."""
-
-    view: StepView
-    key: str
-    item_id: str
-    attempt: int
-    tool_use: JSON
-    then: EffectStart | None
-
-
-class Children(Protocol):
-    """Where child runs are made and canceled (the task store)."""
-
-    async def create_task(self, new: NewTask) -> Submitted: ...
-    async def cancel_task(self, task_id: str, owner: str, reason: str) -> TaskRow: ...
-
-
-@dataclass(frozen=True)
-class DelegationConfig:
-    plan_limits: PlanLimits
-    budget_defaults: Mapping[str, Any]
-    budget_caps: Mapping[str, Any]
-    policy_defaults: Mapping[str, Any]
-    public_url: str
-    tag: Callable[[str], str]  # the token a peer's webhook call for a delegation carries
-
-
-def delegation_id(item_id: str, attempt: int, key: str) -> str:
-    return f"d.{item_id}.{attempt}.{key.rsplit(':', 1)[-1]}"
-
-
-def webhook_path(task_id: str, did: str) -> str:
-    return f"/peers/notify/{task_id}/{did}"
-
-
-def report_for_model(found: Delegation) -> str:
-    """What the parent's model reads of an ended delegation: the outcome, the summary and the
-    plan with each item's evidence (short), never the delegate's transcript."""
-    result = found.result or {}
-    report = result.get("report") or {}
-    plan = result.get("plan") or {}
-    items = [
-        {
-            "id": i.get("id"),
-            "status": i.get("status"),
-            "verify": i.get("verify"),
-            "exit_code": (i.get("evidence") or {}).get("exit_code"),
-            "output_tail": str((i.get("evidence") or {}).get("output_tail", ""))[-SHOWN_OUTPUT:],
-        }
-        for i in plan.get("items") or []
-    ]
-    shown = {
-        "delegate": (found.child_id and f"child task {found.child_id}")
-        or f"peer {found.peer} task {found.remote_id}",
-        "state": result.get("state"),
-        "status": result.get("status"),
-        "summary": report.get("summary"),
-        "files_changed": report.get("files_changed"),
-        "items": items,
-    }
-    return json.dumps(shown, indent=1, ensure_ascii=False)
 
 
 class Delegator:
@@ -402,7 +339,7 @@ class Delegator:
         ws = self.ctx.workspace(task_id)
         shown = report_for_model(found)
         (ws.root / "delegated").mkdir(exist_ok=True)
-        overwrite_file(ws.root / "delegated" / f"{item_id}.md", _report_file(found, shown))
+        overwrite_file(ws.root / "delegated" / f"{item_id}.md", report_file(found, shown))
         applied = None
         if result.get("diff"):
             applied = await ws.apply_patch(str(result["diff"]).encode())
@@ -458,10 +395,3 @@ class Delegator:
             return Concluded(record, StepResult.ok(value), fingerprint=False)
 
         return await self.effects.run(view, effect, perform, conclude)
-
-
-def _report_file(found: Delegation, shown: str) -> str:
-    return (
-        f"# Delegated to {found.peer or found.child_id}\n\n{found.goal}\n\n"
-        f"## What came back\n\n```json\n{shown}\n```\n"
-    )
