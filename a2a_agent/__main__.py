@@ -2,6 +2,6 @@ from __future__ import annotations
 
 import sys
 
-from a2a_agent.cli import main
+from a2a_agent.entry import main
 
 sys.exit(main())

@@ -10,6 +10,10 @@ each task would also run git and its commands on the same core).
 
     .venv/bin/python bench/throughput.py [--duration 10] [--connections 50] [--profile]
 
+Any checkout, with any interpreter that has the project's dependencies: the servers run under
+the interpreter running this script, and ours serves the code of the checkout this script is
+in (or of --ours-rev), never whatever the interpreter's editable install points at.
+
 Needs wrk (`apt-get install -y wrk`) and a PostgreSQL at --database-url (trust auth).
 """
 
@@ -42,7 +46,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = str(ROOT / ".venv" / "bin" / "python")
+PYTHON = sys.executable  # the running interpreter: no venv assumed inside the checkout
 EXTRA = "/tmp/a2a-bench-venv"  # a venv with asyncpg and py-spy (not the project's)
 TARGET_P99_MS = 60.0
 ITEM = {"id": "a", "title": "a", "run": "true", "verify": "true"}
@@ -314,9 +318,12 @@ class Bench:
             env["PYTHONPATH"] = str(src)
             self.notes.append(f"ours is {rev} = {sha}, exported with git archive")
         else:
+            # The server runs in a scratch directory: without this, `-m a2a_agent` would
+            # import whatever checkout the interpreter's editable install points at.
+            env["PYTHONPATH"] = str(ROOT)
             dirty = git("status", "--porcelain", "--", "a2a_agent", "persistence").strip()
             state = "with uncommitted changes" if dirty else "clean"
-            self.notes.append(f"ours is the working tree at {sha}, {state}")
+            self.notes.append(f"ours is the working tree of {ROOT} at {sha}, {state}")
         self.notes.append(
             "ours checks an API key on every request (its default; the key from admin.key)"
         )
