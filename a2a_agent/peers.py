@@ -32,6 +32,10 @@ class PeerError(AgentError):
     """A peer could not be reached, or refused what we sent."""
 
 
+class PeerRefused(PeerError):
+    """The peer answered, with an error: what we sent was not taken (nothing was made)."""
+
+
 @dataclass(frozen=True)
 class Peer:
     name: str
@@ -102,7 +106,7 @@ class PeerClient:
         answer = response.json()
         if "error" in answer:
             error = answer["error"]
-            raise PeerError(
+            raise PeerRefused(
                 f"peer {name} refused {method}: {error.get('message')} ({error.get('code')})"
             )
         return dict(answer.get("result") or {})

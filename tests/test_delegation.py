@@ -33,24 +33,36 @@ WAITING: set[int] = {TaskState.TASK_STATE_INPUT_REQUIRED}
 JSON = dict[str, Any]
 
 
+StartPeer = Callable[..., AgentProcess]
+
+
 @pytest.fixture
-def peer(
+def start_peer(
     make_database: Callable[[str | None], str], template_db: str, tmp_path: Path
-) -> Iterator[AgentProcess]:
-    """A second instance of this service, with its own database and keys, as the peer."""
-    process = AgentProcess(
-        role="serve",
-        database_url=make_database(template_db),
-        home=tmp_path / "peer-home",
-        executor_id="peer-1",
-        env={
-            "A2A_AGENT_INSECURE_OPEN": "0",
-            "A2A_AGENT_PUSH_ALLOW_HOSTS": "127.0.0.1",  # our webhook is on loopback
-        },
-    )
-    process.start()
-    yield process
-    process.kill()
+) -> Iterator[StartPeer]:
+    """Second instances of this service, each with its own database and keys, as peers."""
+    started: list[AgentProcess] = []
+
+    def start(**env: str) -> AgentProcess:
+        process = AgentProcess(
+            role="serve",
+            database_url=make_database(template_db),
+            home=tmp_path / f"peer-home-{len(started)}",
+            executor_id=f"peer-{len(started)}",
+            env={"A2A_AGENT_INSECURE_OPEN": "0", **env},
+        )
+        started.append(process)
+        return process.start()
+
+    yield start
+    for process in started:
+        process.kill()
+
+
+@pytest.fixture
+def peer(start_peer: StartPeer) -> AgentProcess:
+    """A peer that takes our webhook (on loopback, which its guard refuses by default)."""
+    return start_peer(A2A_AGENT_PUSH_ALLOW_HOSTS="127.0.0.1")
 
 
 def peer_env(peer: AgentProcess, key: str) -> dict[str, str]:
@@ -442,6 +454,62 @@ async def until(probe: Callable[[], str | None], timeout: float = 60) -> str:
             return found
         await asyncio.sleep(0.1)
     raise TimeoutError("never happened")
+
+
+async def test_a_peer_that_refuses_our_webhook_is_followed_by_polling(
+    start_agent: StartAgent, start_peer: StartPeer, home: Path
+) -> None:
+    peer = start_peer()  # its guard refuses a webhook on loopback, as by default
+    key = peer_key(peer)
+    server = start_agent("serve", "deleg-8", **peer_env(peer, key))
+    items = [delegated_plan(WRITE_HELLO, "grep -qx hello hello.txt")]
+    async with a2a_client(server.url) as client:
+        task = await send(client, data_message({"plan": {"goal": "poll", "items": items}}))
+        done = await wait_for(client, task.id, timeout=90)
+    assert done.status.state == COMPLETED, done.status.message
+    ((remote_id, state, _),) = peer_tasks(peer)  # one task: the refused send made none
+    assert state == "completed" and delegations_of(done)[0]["remoteTask"] == remote_id
+    assert rows(peer.env["DATABASE_URL"], "SELECT count(*) FROM push_configs") == [(0,)]
+    assert "refused our webhook" in server.log()
+    assert (home / "workspaces" / done.id / "hello.txt").read_text() == "hello\n"
+
+
+async def test_a_child_runs_question_is_answered_on_its_parent(
+    start_agent: StartAgent, fake: FakeAnthropic, database_url: str
+) -> None:
+    asking = {
+        "goal": "CHILD-GOAL name it",
+        "items": [{"id": "name", "title": "Pick a name", "ask": "What should it be called?"}],
+    }
+    fake.add(
+        tool_reply("delegate", {"goal": "name the service", "plan": asking}),
+        tool_reply("bash", {"command": "cat > summary.txt <<< named"}),
+        text_reply("named"),
+    )
+    server = start_agent("serve", "deleg-9", **model_env(fake))
+    async with a2a_client(server.url) as client:
+        task = await send(client, data_message({"plan": {"goal": "survey", "items": [SURVEY]}}))
+        waiting = await wait_for(client, task.id, WAITING, timeout=60)
+        asked = request_of(waiting)
+        assert asked["kind"] == "delegated_request"
+        assert "What should it be called?" in asked["summary"]
+        await send(client, text_to(task.id, "Call it Heron."))
+        done = await wait_for(client, task.id, timeout=60)
+        assert done.status.state == COMPLETED, done.status.message
+        (found,) = delegations_of(done)
+        child = await client.get_task(GetTaskRequest(id=found["child"]))
+    assert child.status.state == COMPLETED
+    answered = plan_of(child)["items"][0]["history"]
+    assert any((h.get("work") or {}).get("answer") == "Call it Heron." for h in answered)
+    # Decided once on each: the parent's request by the caller, the child's with it.
+    decided = rows(
+        database_url,
+        "SELECT task_id, kind, decision, note FROM pauses WHERE decision IS NOT NULL",
+    )
+    assert sorted(decided) == sorted([
+        (child.id, "question", "answer", "Call it Heron."),
+        (done.id, "delegated_request", "answer", "Call it Heron."),
+    ])  # fmt: skip
 
 
 def test_peers_setting_and_delegate_to_are_checked() -> None:

@@ -18,7 +18,9 @@ person surfaces on the parent (`delegated_request`), and the answer goes back to
 
 from __future__ import annotations
 
+import logging
 import uuid
+from functools import partial
 from typing import Any
 
 from a2a_agent.budget import Spend, effective_limits
@@ -40,7 +42,7 @@ from a2a_agent.harness.files import overwrite as overwrite_file
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.plan_harness import to_verification
 from a2a_agent.harness.results import JSON, StepResult
-from a2a_agent.peers import PeerClient, PeerError, state_name
+from a2a_agent.peers import PeerClient, PeerError, PeerRefused, state_name
 from a2a_agent.plans import parse_plan
 from a2a_agent.watched import crash_point
 from a2a_agent.wire import from_wire
@@ -57,6 +59,8 @@ from persistence.records import (
     StepRecord,
     StepView,
 )
+
+log = logging.getLogger(__name__)
 
 
 class Delegator:
@@ -296,19 +300,29 @@ class Delegator:
     async def _send_to_peer(self, view: StepView, did: str, message_id: str, spec: JSON) -> JSON:
         if self.peers is None:
             return {"error": "no peers are configured (A2A_AGENT_PEERS)"}
-        path = webhook_path(view.task_id, did)
+        url = self.config.public_url.rstrip("/") + webhook_path(view.task_id, did)
+        send = partial(
+            self.peers.send,
+            spec["peer"],
+            message_id=message_id,
+            text=spec["goal"],
+            data={"plan": spec["plan"]} if spec["plan"] else None,
+        )
         try:
-            task = await self.peers.send(
-                spec["peer"],
-                message_id=message_id,
-                text=spec["goal"],
-                data={"plan": spec["plan"]} if spec["plan"] else None,
-                push_url=self.config.public_url.rstrip("/") + path,
-                push_token=self.config.tag(f"{view.task_id}/{did}"),
-            )
+            try:
+                task = await send(push_url=url, push_token=self.config.tag(f"{view.task_id}/{did}"))
+                pushed = True
+            except PeerRefused as refused:
+                # A peer may refuse our webhook (its guard, a URL it cannot reach) while taking
+                # the work: then it is sent without one (nothing was made the first time), and
+                # the supervisor's poll follows the task.
+                log.info("peer %s refused our webhook (%s); sending without one", spec["peer"],
+                         refused)  # fmt: skip
+                task = await send()
+                pushed = False
         except PeerError as exc:
             return {"error": str(exc)}
-        return {"remote_id": task.id, "state": state_name(task)}
+        return {"remote_id": task.id, "state": state_name(task), "pushed": pushed}
 
     # ---- the tool's result --------------------------------------------------------------
 
