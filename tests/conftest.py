@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -38,18 +39,39 @@ def no_secret_in_any_log() -> Iterator[None]:
     assert not found, f"secrets in the logs: {found}"
 
 
+# The server every machine of this project runs (trust auth); the tests make their own
+# databases on it and drop them.
+MACHINE_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _answers(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error:
+        return False
+    return True
+
+
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str:
+    """DATABASE_URL's server; else the machine's PostgreSQL on 127.0.0.1:5432; else an
+    embedded server of this run's own (never one a killed earlier run left to recover)."""
     url = os.environ.get("DATABASE_URL")
     if url:
         return url
+    if _answers(MACHINE_SERVER):
+        return MACHINE_SERVER
     root = Path(f"/tmp/a2a-agent-tests-{os.getuid()}")
     root.mkdir(parents=True, exist_ok=True)
-    # The suite runs in several processes (pytest-xdist): one of them starts the embedded
-    # server, the others attach to it.
+    # All processes of one run (pytest-xdist) share its id; the first starts the server.
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", uuid.uuid4().hex)[:12]
     with (root / "start.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return embedded_server_uri(root / "pgdata")
+        for old in root.glob("run-*"):
+            if old.name != f"run-{run}" and not (old / "pgdata" / "postmaster.pid").exists():
+                shutil.rmtree(old, ignore_errors=True)
+        return embedded_server_uri(root / f"run-{run}" / "pgdata")
 
 
 def _create_db(admin_url: str, name: str, template: str | None = None) -> str:

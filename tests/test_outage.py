@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -58,6 +59,7 @@ def own_postgres() -> Iterator[OwnPostgres]:
     postgres = OwnPostgres(pgdata)
     yield postgres
     postgres.stop()
+    shutil.rmtree(pgdata.parent, ignore_errors=True)
 
 
 def ready_status(process: AgentProcess) -> int:
