@@ -341,7 +341,7 @@ async def test_a_diverged_branch_is_reported_not_forced(
     text = done.status.message.parts[0].text
     assert "not a fast-forward" in text and "nothing forced" in text
     assert git(bare, "rev-parse", "main") == shas["three"]  # untouched
-    assert MessageToDict(done.metadata)["publish"]["result"] == "rejected"
+    assert MessageToDict(done.metadata)["publish"]["result"] == "diverged"
     assert artifact(done, "diff") and artifact(done, "bundle")  # the work is still handed back
 
 

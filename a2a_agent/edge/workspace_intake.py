@@ -19,7 +19,7 @@ from typing import Any
 from a2a.types.a2a_pb2 import Message, Part
 
 from a2a_agent.errors import PlanError
-from a2a_agent.harness.unpack import Limits, scan
+from a2a_agent.harness.unpack import Limits, Member, check_tree, scan
 from a2a_agent.sources import (
     WORKSPACE_KEYS,
     SourceRules,
@@ -103,6 +103,9 @@ class SourceIntake:
 
     def _inputs(self, message: Message) -> list[InputFile]:
         inputs = []
+        # Every name the message's files make, across its parts: a single file must not go
+        # under a link or a file an archive of the same message makes.
+        made: list[Member] = []
         for index, (n, part) in enumerate(file_parts(message)):
             where = f"part {n} (a file)"
             name = safe_relative(part.filename or f"file-{index}", where)
@@ -113,13 +116,16 @@ class SourceIntake:
                 continue
             body = bytes(part.raw)
             if is_archive(name, media_type):
-                scan(body, self.unpack, where)
+                made += scan(body, self.unpack, where)
+            else:
+                made.append(Member(name, "file", len(body)))
             inputs.append(
                 InputFile(
                     str(index), media_type, name, len(body), hashlib.sha256(body).hexdigest(),
                     body=body,
                 )
             )  # fmt: skip
+        check_tree(made, "the message's files")
         return inputs
 
     async def check_remote(self, new: NewTask) -> None:

@@ -59,6 +59,7 @@ def _note_group(pid_file: Path, pgid: int | None) -> None:
     if pgid is None:
         pid_file.unlink(missing_ok=True)
     else:
+        pid_file.parent.mkdir(exist_ok=True)
         overwrite(pid_file, str(pgid))
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import with_attempt
-from a2a_agent.harness.files import overwrite
+from a2a_agent.harness.files import overwrite_within
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.pauses import Pauses, asked_here
 from a2a_agent.harness.plan_harness import verify_start
@@ -357,9 +357,8 @@ class DecisionSteps:
         """The answer goes to the item's record and to answers/<item>.md; then its check."""
         answer = decided.note or ""
         ws = self.ctx.workspace(view.task_id)
-        path = ws.root / answer_path(item.item_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        overwrite(path, f"# {item.title}\n\n{item.ask}\n\n## Answer\n\n{answer}\n")
+        text = f"# {item.title}\n\n{item.ask}\n\n## Answer\n\n{answer}\n"
+        overwrite_within(ws.root, answer_path(item.item_id), text)
         change = ItemChange(
             item_id=item.item_id,
             status="verifying",

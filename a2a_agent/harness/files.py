@@ -9,13 +9,23 @@ marker reads as none), so a crash in the middle of a write loses nothing.
 A command may have left a link where such a file goes: the path is never followed, and a
 file that is not a regular file of its own (a hard link to something else, a FIFO) is
 replaced. What the harness reads from `.git` is read the same careful way (`read_regular`).
+Folders the harness keeps in a workspace (`answers/`, `delegated/`, `.git/a2a-probe/`) are
+walked one level at a time from the workspace's own descriptor (`overwrite_within`,
+`fresh_directory_within`): a command that put a link there (`answers -> /etc`) gets it
+replaced by a folder, and the harness, which runs outside the sandbox, never writes or
+deletes through it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import stat
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def overwrite(path: Path, text: str) -> None:
@@ -68,3 +78,78 @@ def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         raise IsADirectoryError(f"{path} is a directory; the harness writes a file there")
     path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _folder_within(root: Path, parts: Sequence[str]) -> Iterator[int]:
+    """A descriptor of `root/parts...`, each level made if missing and replaced if it is
+    anything but a folder of its own (a link, a file): never resolved through a link."""
+    fd = os.open(root, _DIRECTORY)
+    try:
+        for part in parts:
+            if part in ("", ".", "..") or "/" in part:
+                raise ValueError(f"not a plain name: {part!r}")
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            try:
+                child = os.open(part, _DIRECTORY, dir_fd=fd)
+            except OSError:  # a link (ELOOP) or not a folder (ENOTDIR): ours to replace
+                os.unlink(part, dir_fd=fd)
+                os.mkdir(part, 0o755, dir_fd=fd)
+                child = os.open(part, _DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def overwrite_within(root: Path, relative: str, text: str) -> None:
+    """`overwrite` of `root/relative`, its folders walked without following a link."""
+    *folders, name = relative.split("/")
+    data = text.encode()
+    with _folder_within(root, folders) as folder:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(name, flags, 0o644, dir_fd=folder)
+        except OSError:
+            os.unlink(name, dir_fd=folder)
+            fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=folder)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                os.close(fd)
+                os.unlink(name, dir_fd=folder)
+                fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=folder)
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)
+
+
+def fresh_directory_within(root: Path, relative: str) -> Path:
+    """`root/relative` as a new empty folder (what was there removed, never through a
+    link); its path, for a boxed command to write into."""
+    *folders, name = relative.split("/")
+    with _folder_within(root, folders) as folder:
+        remove_within_fd(folder, name)
+        os.mkdir(name, 0o755, dir_fd=folder)
+    return root.joinpath(*folders, name)
+
+
+def remove_within(root: Path, relative: str) -> None:
+    """`root/relative` removed, whatever it is, without following a link on the way."""
+    *folders, name = relative.split("/")
+    with _folder_within(root, folders) as folder:
+        remove_within_fd(folder, name)
+
+
+def remove_within_fd(folder: int, name: str) -> None:
+    try:
+        st = os.lstat(name, dir_fd=folder)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(name, dir_fd=folder)
+    else:
+        os.unlink(name, dir_fd=folder)

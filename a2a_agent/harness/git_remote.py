@@ -34,7 +34,7 @@ class RemoteError(AgentError):
 
 @dataclass(frozen=True)
 class Pushed:
-    result: str  # pushed | already | rejected
+    result: str  # pushed | already | diverged (not a fast-forward: nothing pushed)
     commit: str
     before: str | None  # what the branch held before
     detail: str = ""
@@ -179,7 +179,7 @@ class GitRemote:
             return Pushed("pushed", commit, before, out[-ERROR_TAIL:])
         if "[rejected]" in out or "non-fast-forward" in out or "fetch first" in out:
             return Pushed(
-                "rejected",
+                "diverged",
                 commit,
                 before,
                 f"the branch {branch} has moved on (it holds {str(before)[:12]}, which is not "

@@ -28,7 +28,7 @@ from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.results import JSON, StepResult
-from a2a_agent.harness.unpack import extract
+from a2a_agent.harness.unpack import extract, write_file
 from a2a_agent.harness.workspace import DERIVED_FILES, PACK, Workspace, bundle_of
 from a2a_agent.sources import is_archive, safe_relative
 from persistence.records import Checkpoint, InputFile, StepRecord, StepView, Transition
@@ -128,8 +128,7 @@ class Seeder:
                 written += await asyncio.to_thread(extract, body, target, limits, where)
                 continue
             name = safe_relative(given.filename or f"file-{n}", where)
-            path = target / name
-            await asyncio.to_thread(_write_new, path, body, where)
+            await asyncio.to_thread(write_file, target, name, body, where)
             written += 1
         return written
 
@@ -222,16 +221,6 @@ def _remove(*paths: Path) -> None:
             path.unlink()
         elif path.exists():
             shutil.rmtree(path)
-
-
-def _write_new(path: Path, body: bytes, where: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    except FileExistsError:
-        raise SeedError(f"{where}: another file of the message has the same name") from None
-    with os.fdopen(fd, "wb") as out:
-        out.write(body)
 
 
 def _shown(url: str) -> str:

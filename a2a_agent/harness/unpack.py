@@ -15,6 +15,7 @@ import os
 import stat
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -51,17 +52,62 @@ def _inside(name: str, where: str) -> str:
     return "/".join(parts)
 
 
-def _link_inside(name: str, target: str, where: str) -> None:
-    resolved = PurePosixPath(name).parent / target
-    depth = 0
-    for part in resolved.parts:
-        depth += -1 if part == ".." else (0 if part in ("", ".") else 1)
-        if depth < 0:
-            break
-    if target.startswith("/") or depth < 0:
-        raise PlanError(
-            f"{where}: member {name!r} is a link to {target!r}, outside the workspace; refused"
-        )
+def _link_inside(name: str, target: str, links: dict[str, str], where: str) -> None:
+    """Where a link leads once extracted, resolved as the kernel will (through the archive's
+    other links, which are all the links there will be): it must stay inside and out of
+    .git. A chain of links each inside on its own can lead anywhere (`q -> ../..` in a/b,
+    then `r -> a/b/q/../..`)."""
+    refused = f"{where}: member {name!r} is a link to {target!r}"
+    path: list[str] = [p for p in PurePosixPath(name).parent.parts if p not in ("", ".")]
+    pending = [p for p in PurePosixPath(target).parts if p not in ("", ".")]
+    if target.startswith("/"):
+        raise PlanError(f"{refused}, outside the workspace; refused")
+    followed = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            if not path:
+                raise PlanError(f"{refused}, outside the workspace; refused")
+            path.pop()
+            continue
+        path.append(part)
+        if path[:1] == [".git"]:
+            raise PlanError(f"{refused}, into .git; refused")
+        through = links.get("/".join(path))
+        if through is None:
+            continue
+        followed += 1
+        if followed > 40 or through.startswith("/"):  # the kernel's ELOOP, or out at once
+            raise PlanError(f"{refused}, through the link {'/'.join(path)!r}; refused")
+        path.pop()
+        pending = [p for p in PurePosixPath(through).parts if p not in ("", ".")] + pending
+
+
+def check_tree(members: list[Member], where: str) -> None:
+    """Each name once, and nothing under a file or a link: so no member is written through
+    a link the archive makes, whatever order its members come in."""
+    kinds: dict[str, str] = {}
+    for member in members:
+        parts = member.name.split("/")
+        for depth in range(1, len(parts)):
+            above = "/".join(parts[:depth])
+            kind = kinds.setdefault(above, "dir")
+            if kind != "dir":
+                raise PlanError(
+                    f"{where}: member {member.name!r} is under {above!r}, which is a {kind}; "
+                    "refused"
+                )
+        before = kinds.get(member.name)
+        if before is not None and not (before == member.kind == "dir"):
+            raise PlanError(
+                f"{where}: member {member.name!r} appears twice (as a {before} and a "
+                f"{member.kind}); refused"
+            )
+        kinds[member.name] = member.kind
+    links = {m.name: str(m.target) for m in members if m.kind == "link"}
+    for member in members:
+        if member.kind == "link":
+            _link_inside(member.name, str(member.target), links, where)
 
 
 def _open_tar(data: bytes, where: str) -> tarfile.TarFile:
@@ -78,7 +124,6 @@ def _tar_members(data: bytes, where: str) -> list[Member]:
             for info in archive:
                 name = _inside(info.name, where)
                 if info.issym():
-                    _link_inside(name, info.linkname, where)
                     members.append(Member(name, "link", 0, info.linkname))
                 elif info.islnk():
                     raise PlanError(f"{where}: member {info.name!r} is a hard link; refused")
@@ -119,6 +164,7 @@ def is_zip(data: bytes) -> bool:
 def scan(data: bytes, limits: Limits, where: str) -> list[Member]:
     """Every member, checked; PlanError naming the first that is refused."""
     members = _zip_members(data, where) if is_zip(data) else _tar_members(data, where)
+    check_tree(members, where)
     if len(members) > limits.max_files:
         raise PlanError(
             f"{where}: the archive has {len(members)} members; at most {limits.max_files} are "
@@ -138,6 +184,25 @@ def extract(data: bytes, target: Path, limits: Limits, where: str) -> int:
     files written. Checks everything first (`scan`), then writes only regular files,
     directories and inside links, never following a link it made."""
     members = scan(data, limits, where)
+    try:
+        return _extract(data, members, target, limits, where)
+    except OSError as exc:
+        raise PlanError(f"{where}: could not be unpacked ({exc.strerror})") from None
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
+        # What the headers promised and what the data holds differ (a wrong size or CRC).
+        raise PlanError(f"{where}: the archive is damaged ({exc}); refused") from None
+
+
+def write_file(target: Path, name: str, body: bytes, where: str) -> None:
+    """One file of a message at `target/name`: its folders made without following a link
+    (an archive of the same message may have made one), the file new and no link."""
+    try:
+        _write(io.BytesIO(body), target, name, len(body), where)
+    except OSError as exc:
+        raise PlanError(f"{where}: could not be written ({exc.strerror})") from None
+
+
+def _extract(data: bytes, members: list[Member], target: Path, limits: Limits, where: str) -> int:
     written = 0
     budget = limits.max_bytes
     if is_zip(data):

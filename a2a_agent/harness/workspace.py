@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import hashlib
 import os
 import shutil
@@ -17,7 +18,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from a2a_agent.errors import AgentError
-from a2a_agent.harness.files import overwrite, read_regular
+from a2a_agent.harness.files import (
+    fresh_directory_within,
+    overwrite,
+    overwrite_within,
+    read_regular,
+)
 from a2a_agent.harness.sandbox import Sandbox
 
 KEY_TRAILER = "A2A-Idempotency-Key"
@@ -38,6 +44,7 @@ build/
 .DS_Store
 """
 DERIVED_FILES = ("plan.json", "progress.md")
+PID_DIR = ".commands"  # beside the workspaces: out of every box
 GIT = shutil.which("git") or "git"
 # Hooks a command may have planted never run inside the harness's git calls, and neither
 # does a file-system monitor; no configuration outside the repository applies. No automatic
@@ -79,12 +86,6 @@ def bundle_of(pack: bytes, head: str, previous: str | None) -> bytes:
     return f"# v2 git bundle\n{prerequisite}{head} refs/heads/main\n\n".encode() + pack
 
 
-def _fresh_directory(path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
-
-
 class WorkspaceError(AgentError):
     """A git operation in the workspace failed."""
 
@@ -106,18 +107,21 @@ class Workspace:
 
     @property
     def command_pid_file(self) -> Path:
-        """Where the running command's process group is noted (inside .git: never committed)."""
-        return self.git_dir / "a2a-command.pid"
+        """Where the running command's process group is noted: beside the workspaces, not in
+        one, since a command could write there the group of any process for the harness to
+        kill."""
+        return self.lane_pid_file(0)
 
     def lane_pid_file(self, lane: int) -> Path:
         """The pid file of commands run side by side (re-verification's lanes; 0: the one)."""
-        return self.command_pid_file if lane == 0 else self.git_dir / f"a2a-command.{lane}.pid"
+        name = self.root.name if lane == 0 else f"{self.root.name}.{lane}"
+        return self.root.parent / PID_DIR / f"{name}.pid"
 
     def pid_files(self) -> list[Path]:
         """Every lane's pid file there is (what a dead incarnation may have left running)."""
-        if not self.git_dir.is_dir():
-            return []
-        return sorted(self.git_dir.glob("a2a-command*.pid"))
+        found = self.root.parent / PID_DIR
+        lanes = found.glob(f"{glob.escape(self.root.name)}.*.pid") if found.is_dir() else []
+        return sorted(p for p in [self.lane_pid_file(0), *lanes] if p.exists())
 
     def _env(self) -> dict[str, str]:
         return {
@@ -195,10 +199,9 @@ class Workspace:
         """A .gitignore for what builds and tests leave behind, unless the workspace has its
         own: the report's files_changed then lists what the work changed. `local`: the
         caller's repository, which gets no file of ours; git's own exclude list instead."""
-        path = self.git_dir / "info" / "exclude" if local else self.root / ".gitignore"
+        path = self.root / ".gitignore"
         if local:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            overwrite(path, DEFAULT_GITIGNORE)
+            overwrite_within(self.root, ".git/info/exclude", DEFAULT_GITIGNORE)
         elif not path.exists() and not path.is_symlink():
             path.write_text(DEFAULT_GITIGNORE)
 
@@ -281,7 +284,7 @@ class Workspace:
             pack = await self._git_bytes(*PACK, stdin=revs.encode())
             return head, bundle_of(pack, head, previous)
         message_file = self.git_dir / "A2A_COMMIT_MSG"
-        overwrite(message_file, f"{message}\n\n{KEY_TRAILER}: {key}\n")
+        overwrite_within(self.root, ".git/A2A_COMMIT_MSG", f"{message}\n\n{KEY_TRAILER}: {key}\n")
         pack = await self._run(
             "/bin/sh",
             "-c",
@@ -369,7 +372,8 @@ class Workspace:
     async def export(self, sha: str, dest: Path) -> None:
         """The tree of commit `sha` as plain files in `dest`, a fresh directory inside `.git`
         (where the boxed git can write, and no step of the run looks)."""
-        await asyncio.to_thread(_fresh_directory, dest)
+        inside = dest.relative_to(self.root).as_posix()
+        await asyncio.to_thread(fresh_directory_within, self.root, inside)
         await self._run(
             "/bin/bash",
             "-c",
