@@ -15,6 +15,7 @@ from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_f
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent
 from tests.test_pauses import approval, plan_with, request_of, rows, send_waiting
+from tests.test_regressions import assert_counts_agree
 
 COMPLETED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED
 
@@ -62,8 +63,8 @@ async def test_weak_checks_are_flagged_and_the_honest_one_failed_first(
         "reopened": 0,
     }
     assert dict(MessageToDict(done.metadata)["verification"]) == counts
+    assert assert_counts_agree(database_url, done) == counts  # and the evidence rows agree
     report = report_of(done)
-    assert report["verification"] == counts
     assert "Weak checks (passed before the work): weak." in report["summary"]
     assert {c["item"]: c["precheck"] for c in report["checksPassed"]} == {
         "honest": "fails_before",
@@ -87,7 +88,9 @@ async def test_weak_checks_are_flagged_and_the_honest_one_failed_first(
     assert found == [("honest", 1), ("optout", 1), ("weak", 1)]
 
 
-async def test_refuse_fails_the_weak_item_with_its_evidence(start_agent: StartAgent) -> None:
+async def test_refuse_fails_the_weak_item_with_its_evidence(
+    start_agent: StartAgent, database_url: str
+) -> None:
     server = start_agent("serve", "pre-2")
     async with a2a_client(server.url) as client:
         task = await send(client, plan_with(three_items(), {"onWeakCheck": "refuse"}))
@@ -98,6 +101,8 @@ async def test_refuse_fails_the_weak_item_with_its_evidence(start_agent: StartAg
     assert items["honest"]["status"] == "done"
     assert items["weak"]["status"] == "failed" and items["weak"]["attempts"] == 0
     assert items["optout"]["status"] == "pending"  # never reached
+    counts = assert_counts_agree(database_url, done)
+    assert (counts["weak"], counts["notPrechecked"], counts["failedBeforePassedAfter"]) == (1, 1, 1)
 
 
 async def test_ask_waits_for_a_person_and_approval_goes_on(start_agent: StartAgent) -> None:

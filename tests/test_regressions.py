@@ -53,23 +53,53 @@ def commit_subject(workspace: Path, sha: str) -> str:
 
 
 def counts_from_rows(database_url: str, task_id: str) -> dict[str, int]:
-    """The verification counts, counted here from the items' evidence rows."""
-    histories = [
-        h for (h,) in rows(database_url, "SELECT history FROM items WHERE task_id = %s", task_id)
-    ]
+    """Every verification count, counted here from the items' status and evidence rows."""
+    found = rows(database_url, "SELECT status, history FROM items WHERE task_id = %s", task_id)
 
     def pre(history: list[dict[str, Any]]) -> str | None:
-        return next((e["precheck"]["result"] for e in history if e.get("attempt") == 0), None)
+        return next(
+            (e["precheck"]["result"] for e in history if e.get("attempt") == 0 and "precheck" in e),
+            None,
+        )
+
+    def regressed(history: list[dict[str, Any]]) -> bool:
+        return any(r["result"] == "regressed" for e in history for r in e.get("reverify", []))
 
     return {
-        "weak": sum(1 for h in histories if pre(h) == "weak"),
-        "regressed": sum(
-            1
-            for h in histories
-            if any(r["result"] == "regressed" for e in h for r in e.get("reverify", []))
+        "failedBeforePassedAfter": sum(
+            1 for status, h in found if status == "done" and pre(h) == "fails_before"
         ),
-        "reopened": sum(1 for h in histories if any("reopened" in e for e in h)),
+        "weak": sum(1 for _, h in found if pre(h) == "weak"),
+        "precheckSkipped": sum(1 for _, h in found if pre(h) == "skipped"),
+        "notPrechecked": sum(1 for _, h in found if pre(h) is None),
+        "regressed": sum(1 for _, h in found if regressed(h)),
+        "reopened": sum(1 for _, h in found if any("reopened" in e for e in h)),
     }
+
+
+def assert_counts_agree(database_url: str, task: Task) -> dict[str, Any]:
+    """metadata.verification and the report's counts are the ones the evidence rows give."""
+    counts = dict(MessageToDict(task.metadata)["verification"])
+    assert counts == counts_from_rows(database_url, task.id)
+    assert report_of(task)["verification"] == counts
+    return counts
+
+
+def first_parents(workspace: Path) -> list[str]:
+    """The workspace's commits along the first parents, oldest first (real git)."""
+    out = subprocess.run(
+        ["git", "rev-list", "--first-parent", "--reverse", "HEAD"],
+        cwd=workspace,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return out.split()
+
+
+def holds(workspace: Path, sha: str, path: str) -> bool:
+    found = subprocess.run(["git", "cat-file", "-e", f"{sha}:{path}"], cwd=workspace, check=False)
+    return found.returncode == 0
 
 
 async def test_a_later_item_that_breaks_an_earlier_check_is_caught_and_named(
@@ -89,8 +119,11 @@ async def test_a_later_item_that_breaks_an_earlier_check_is_caught_and_named(
     assert found["exitCode"] == 1 and found["atCommit"] == items["d"]["commit"]
     # The bisect named the fourth item's commit, by probing the commits after a's own.
     assert found["brokenBy"] == {"item": "d", "commit": items["d"]["commit"]}
+    # A bisect over b, c, d: a's own commit first (it must pass there), then the middle of
+    # what is left, b (passes), c (passes); d is HEAD, known to fail, so never probed.
     probed = [p["commit"] for p in found["bisect"]["probes"]]
-    assert probed[0] == items["a"]["commit"] and items["d"]["commit"] not in probed[:1]
+    assert probed == [items[i]["commit"] for i in "abc"]
+    assert [p["exitCode"] for p in found["bisect"]["probes"]] == [0, 0, 0]
     workspace = home / "workspaces" / done.id
     assert commit_subject(workspace, found["brokenBy"]["commit"]) == "Item d: Item d"
     # The other checks still passed; every re-run is a keyed effect, run once.
@@ -103,15 +136,51 @@ async def test_a_later_item_that_breaks_an_earlier_check_is_caught_and_named(
     assert {runs for _, runs in keys} == {1}
     assert sum(1 for k, _ in keys if k.endswith(f"reverify.{items['d']['commit'][:12]}")) == 4
     # The record says it everywhere, and the counts agree with the evidence rows.
-    counts = MessageToDict(done.metadata)["verification"]
+    counts = assert_counts_agree(database_url, done)
     assert counts["regressed"] == 1 and counts["reopened"] == 0
-    assert report_of(done)["verification"] == counts
-    assert {k: counts[k] for k in ("weak", "regressed", "reopened")} == counts_from_rows(
-        database_url, done.id
-    )
     assert report_of(done)["itemsRegressed"] == ["a"]
     progress = (workspace / "progress.md").read_text()
     assert "`a` regressed (broken by `d`)" in progress
+    assert_transitions_sound(database_url, done.id)
+
+
+async def test_the_bisect_names_a_breaker_in_the_middle_of_the_history(
+    start_agent: StartAgent, database_url: str, home: Path
+) -> None:
+    plan = [
+        item("a", "echo a > a.txt", "test -f a.txt"),
+        item("b", "rm a.txt; echo b > b.txt", "test -f b.txt"),
+        *(item(n, f"echo {n} > {n}.txt", f"test -f {n}.txt") for n in "cde"),
+    ]
+    server = start_agent("serve", "reg-mid")
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_with(plan, {"onRegression": "fail"}))
+        done = await wait_for(client, task.id, timeout=60)
+    assert done.status.state == FAILED
+    assert "broken by item `b`" in done.status.message.parts[0].text
+    items = items_of(done)
+    commits = {i: items[i]["commit"] for i in "abcde"}
+    (found,) = [r for r in reverified(items["a"]) if r["result"] == "regressed"]
+    assert found["atCommit"] == commits["e"]  # found at HEAD, blamed on the second commit
+    assert found["brokenBy"] == {"item": "b", "commit": commits["b"]}
+    # git's own history: the commits after a's are exactly b, c, d, e, and a.txt is gone
+    # from b on; the bisect searched those four.
+    workspace = home / "workspaces" / done.id
+    history = first_parents(workspace)
+    after = history[history.index(commits["a"]) + 1 :]
+    assert after[: len("bcde")] == [commits[i] for i in "bcde"]
+    assert [holds(workspace, commits[i], "a.txt") for i in "abcde"] == [True] + [False] * 4
+    # A real bisect: a's own commit (passes), the middle of b..e (c: fails), then the middle
+    # of b..b (b: fails). Three probes for four candidates; d and e are never probed.
+    probes = found["bisect"]["probes"]
+    assert [p["commit"] for p in probes] == [commits[i] for i in "acb"]
+    assert [p["exitCode"] for p in probes] == [0, 1, 1]
+    # Each probe's verdict is what git holds at that commit.
+    assert all((p["exitCode"] == 0) == holds(workspace, p["commit"], "a.txt") for p in probes)
+    assert commit_subject(workspace, commits["b"]) == "Item b: Item b"
+    assert report_of(done)["itemsRegressed"] == ["a"]
+    assert "`a` regressed (broken by `b`)" in (workspace / "progress.md").read_text()
+    assert_counts_agree(database_url, done)
     assert_transitions_sound(database_url, done.id)
 
 
@@ -135,9 +204,8 @@ async def test_reopen_works_the_item_again_and_completes_when_both_checks_pass(
     assert {r["result"] for r in last.values()} == {"passed"}
     assert len({r["atCommit"] for r in last.values()}) == 1
     assert (home / "workspaces" / done.id / "a.txt").exists()
-    counts = MessageToDict(done.metadata)["verification"]
+    counts = assert_counts_agree(database_url, done)
     assert (counts["regressed"], counts["reopened"]) == (1, 1)
-    assert report_of(done)["verification"] == counts
     # The plan's own check ran after the reopening (its second key).
     acceptance = rows(
         database_url,
@@ -211,8 +279,8 @@ async def test_independent_checks_are_re_verified_side_by_side(
     assert len(rounds) == 6
     # All three started before any of them ended: they ran at once.
     assert [what for what, _ in rounds[:3]] == ["start"] * 3
-    # Checks not declared independent run one at a time (the first run of each is its
-    # verification; those are sequential anyway).
+    # (That checks not declared independent never overlap, and that the parallelism bounds
+    # the lanes: tests/test_checks_limits.py.)
     assert {r["result"] for i in items_of(done).values() for r in reverified(i)} == {"passed"}
 
 

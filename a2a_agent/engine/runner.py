@@ -166,6 +166,10 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         )
 
     @DBOS.step(preemptible=True, **OUTAGE_RETRY)
+    async def precheck_task(self, task_id: str) -> JSON:
+        return await self._gated(task_id, self.harness.acceptance.precheck_task(task_id))
+
+    @DBOS.step(preemptible=True, **OUTAGE_RETRY)
     async def accept_task(self, task_id: str) -> JSON:
         return await self._gated(task_id, self.harness.acceptance.accept_task(task_id))
 
@@ -317,10 +321,11 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
 
     async def _run(self, task_id: str, segment: int) -> str:
         # Runs started before pre-checks and acceptance checks existed replay without them,
-        # and those started before re-verification without it (DBOS patching).
+        # those started before re-verification without it, and so on (DBOS patching).
         prechecks = await DBOS.patch_async("checks-that-fail")
         regressions = await DBOS.patch_async("regressions") if prechecks else False
         publishing = await DBOS.patch_async("publish") if regressions else False
+        plan_prechecks = await DBOS.patch_async("plan-precheck") if publishing else False
         snap = (await self._step(self.snapshot(task_id))).payload
         if snap["state"] in TERMINAL_STATES:
             raise RunStopped  # ended before this run began (canceled while queued)
@@ -333,6 +338,8 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             await self._plan(task_id)
             await self._step(self.review_plan(task_id))
             snap = (await self._step(self.snapshot(task_id))).payload
+        if plan_prechecks and (await self._step(self.precheck_task(task_id))).outcome == "failed":
+            return "failed"  # the plan's own check already passed before any work: refused
         rounds = Rounds(segment)
         while True:
             walked = await self._walk(task_id, snap, rounds if regressions else None, prechecks)

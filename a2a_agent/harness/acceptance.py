@@ -2,9 +2,17 @@
 the project builds and its tests pass). It runs after the last item, as a keyed, recorded,
 sandboxed command; the task completes only if it passes. Its result is in
 `metadata.acceptance` either way, and a failure ends the run as failed with the evidence.
+
+Like an item's, the plan's check is run once before any work (`precheck_task`): one that
+already passes cannot tell the goal met from not met. Policy `on_weak_check` says what
+follows: `refuse` fails the run before any work; `warn` (and `ask`: a person's answer to a
+`weak_check` request applies to an item) records it and goes on, flagged in
+`metadata.acceptance.precheck` and in progress.md.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from a2a_agent.budget import Spend
 from a2a_agent.harness.commands import CommandResult
@@ -18,6 +26,13 @@ from a2a_agent.harness.results import JSON, StepResult
 from persistence.records import Charge, StepRecord, StepView, Transition
 
 SCOPE = "plan"
+PRECHECK = "precheck"
+
+
+def work_begun(view: StepView) -> bool:
+    """Whether any item has been worked or pre-checked: the workspace is no longer as the
+    plan found it, so a check run on it now would say nothing about the check."""
+    return any(i.status != "pending" or i.attempts or i.history for i in view.items)
 
 
 class AcceptanceCheck:
@@ -62,6 +77,10 @@ class AcceptanceCheck:
     async def _concluded(self, view: StepView, key: str, value: JSON, runs: int) -> Concluded:
         result = CommandResult.from_json(value["command"])
         shown = {"result": "passed" if result.passed else "failed", **evidence(result, runs)}
+        # metadata.acceptance is replaced whole: what the check did before the work stays.
+        before = (view.policy.get("acceptance") or {}).get(PRECHECK)
+        if isinstance(before, dict):
+            shown[PRECHECK] = before
         if result.passed:
             record = StepRecord(
                 effect_key=key,
@@ -94,6 +113,83 @@ class AcceptanceCheck:
             report={**await self.endings.report(view), "acceptance": shown},
             charge=Charge(kind="command"),
             runs=runs,
+        )
+        record = await self.endings.closing_record(view, record, view.items)
+        self.ctx.forget(view.task_id)
+        return Concluded(record, StepResult("failed"))
+
+    # ---- the plan's check before the work ---------------------------------------------------
+
+    async def precheck_task(self, task_id: str) -> StepResult:
+        """The plan's check on the workspace as it is before the first item: once per run."""
+        key = effect_key(task_id, PRECHECK, scope=SCOPE, attempt=0)
+        view = await self.ctx.view(task_id, key=key, budget=True)
+        acceptance = view.policy.get("acceptance")
+        if not isinstance(acceptance, dict) or view.is_terminal:
+            return StepResult.ok()
+        if PRECHECK in acceptance or work_begun(view):
+            return StepResult.ok()
+        command = str(acceptance["command"])
+        effect = Effect(
+            key=key, step=PRECHECK, item_id=None, attempt=None, spend=Spend(),
+            integrity="tree", action=command,
+        )  # fmt: skip
+
+        async def perform() -> JSON:
+            result = await self.ctx.run_in_workspace(
+                task_id,
+                command,
+                item_id=SCOPE,
+                attempt=0,
+                key=key,
+                timeout_s=int(acceptance.get("timeout_s") or 600),
+            )
+            return {"command": result.as_json()}
+
+        async def conclude(value: JSON, runs: int) -> Concluded:
+            return await self._prechecked(view, acceptance, key, value, runs)
+
+        return await self.effects.run(view, effect, perform, conclude)
+
+    async def _prechecked(
+        self, view: StepView, acceptance: JSON, key: str, value: JSON, runs: int
+    ) -> Concluded:
+        result = CommandResult.from_json(value["command"])
+        weak = result.passed
+        shown = {"result": "weak" if weak else "fails_before", **evidence(result, runs)}
+        record = StepRecord(
+            effect_key=key,
+            step=PRECHECK,
+            result=value,
+            metadata_patch={"acceptance": {PRECHECK: shown}},
+            policy_patch={"acceptance": {**acceptance, PRECHECK: shown}},
+            charge=Charge(kind="command"),
+            runs=runs,
+        )
+        if not weak:
+            return Concluded(record, StepResult.ok())
+        policy = str(view.policy.get("on_weak_check", "warn"))
+        said = (
+            f"weak check: the plan's acceptance check `{result.command}` already passes before "
+            "any work (exit 0), so it cannot tell the goal met from not met"
+        )
+        if policy != "refuse":
+            note = Transition(
+                to_state="working",
+                from_state="working",
+                reason=f"{said} (policy onWeakCheck: {policy}; the run goes on, flagged)",
+            )
+            return Concluded(dataclasses.replace(record, transitions=[note]), StepResult.ok())
+        record = dataclasses.replace(
+            record,
+            result={**value, "outcome": "failed"},
+            task_state="failed",
+            status_text=f"Not started: {said} (policy onWeakCheck: refuse). Write a plan "
+            "check that fails until the goal is met.",
+            transitions=[
+                Transition(from_state="working", to_state="failed", reason=f"{said}; refused")
+            ],
+            report={**await self.endings.report(view), "acceptance": {PRECHECK: shown}},
         )
         record = await self.endings.closing_record(view, record, view.items)
         self.ctx.forget(view.task_id)

@@ -122,10 +122,13 @@ class Regression:
     def reason_of(self, item: ItemRow) -> str:
         shown = dict(self.checked)[item.item_id]
         bisect = self.found.get(item.item_id, {})
-        said = (
-            f"its check `{item.verify_command}` exited {shown['exit_code']} when run again at "
-            f"{self.head[:12]}"
+        # A check killed at its timeout did not fail by itself: say so, not "exited 124".
+        failed = (
+            f"timed out after {item.verify_timeout_s} s"
+            if shown["timed_out"]
+            else f"exited {shown['exit_code']}"
         )
+        said = f"its check `{item.verify_command}` {failed} when run again at {self.head[:12]}"
         if bisect.get("found"):
             culprit = f"item `{bisect['item']}`" if bisect.get("item") else "a commit"
             return f"{said}; broken by {culprit} (commit {str(bisect['commit'])[:12]})"
