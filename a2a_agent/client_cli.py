@@ -5,14 +5,17 @@ and does is what an orchestrator would see and do.
 The key: `--key`, else A2A_AGENT_KEY, else the local server's admin.key
 (A2A_AGENT_HOME/admin.key). The server: `--url`, else A2A_AGENT_URL, else
 http://127.0.0.1:8000. `--json` prints what the server answered, for scripts.
-`tasks watch` exits 0 when the task completed, 1 when it failed, 2 when it was canceled or
-rejected, 3 when it waits for a person, 130 when interrupted.
+`tasks watch` shows the task's progress entries, read from its event log (SubscribeToTask
+from the first event, resumed with Last-Event-ID), and exits 0 when the task completed, 1
+when it failed, 2 when it was canceled or rejected, 3 when it waits for a person, 130 when
+interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -24,7 +27,7 @@ from typing import Any
 
 import httpx
 from a2a.client import ClientConfig, create_client
-from a2a.client.client import Client
+from a2a.client.client import Client, ClientCallContext
 from a2a.client.errors import A2AClientError
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
@@ -35,6 +38,7 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
@@ -46,6 +50,7 @@ from rich.console import Console
 from a2a_agent.client_tree import run_tree, tree_view
 from a2a_agent.client_view import (
     STATE_NAMES,
+    News,
     request_of,
     state_name,
     task_table,
@@ -53,6 +58,7 @@ from a2a_agent.client_view import (
     watch_view,
 )
 
+CATCH_UP_S = 5.0  # at the end, how long the event log may take to reach the last status
 EXIT_CODES = {"completed": 0, "failed": 1, "canceled": 2, "rejected": 2}
 WAITING = ("input_required", "auth_required")
 
@@ -125,6 +131,30 @@ async def connected(args: argparse.Namespace) -> AsyncIterator[tuple[Client, htt
             await client.close()
 
 
+def split_repo(value: str) -> tuple[str, str | None]:
+    """`URL@REF` as (URL, REF); REF None when not given. The ref separator is the first '@'
+    in the URL's path: an '@' before it is the URL's own (`https://user@host/...`, the
+    scp-like `git@host:org/tool.git`), and a ref may hold '/' (`release/1.2`)."""
+    scheme, sep, rest = value.partition("://")
+    if sep:
+        slash = rest.find("/")
+        path_at = len(scheme) + len(sep) + (slash if slash >= 0 else len(rest))
+    else:
+        colon, slash = value.find(":"), value.find("/")
+        scp_like = colon > 0 and (slash < 0 or colon < slash)  # [user@]host:path
+        path_at = colon + 1 if scp_like else 0
+    at = value.find("@", path_at)
+    if at < 0:
+        return value, None
+    url, ref = value[:at], value[at + 1 :]
+    if not ref or len(url) <= path_at:
+        raise SystemExit(
+            f"a2a-agent send: --repo {value!r} is not URL@REF (a branch, tag or commit after "
+            "the '@'), nor a URL"
+        )
+    return url, ref
+
+
 def _data(payload: dict[str, Any]) -> Part:
     value = Value()
     value.struct_value.update(payload)
@@ -138,9 +168,7 @@ def _message(args: argparse.Namespace) -> Message:
         text = sys.stdin.read() if str(args.plan) == "-" else args.plan.read_text()
         payload["plan"] = json.loads(text)
     if args.repo:
-        url, _, ref = (
-            args.repo.rpartition("@") if "@" in args.repo.split("/")[-1] else (args.repo, "", "")
-        )
+        url, ref = split_repo(args.repo)
         payload["workspace"] = {"git": {"url": url, **({"ref": ref} if ref else {})}}
     if payload:
         parts.append(_data(payload))
@@ -154,7 +182,7 @@ def _print_json(value: Any) -> None:
 
 
 async def _send(args: argparse.Namespace, console: Console) -> int:
-    async with connected(args) as (client, _):
+    async with connected(args) as (client, http):
         request = SendMessageRequest(
             message=_message(args), configuration=SendMessageConfiguration(return_immediately=True)
         )
@@ -170,29 +198,76 @@ async def _send(args: argparse.Namespace, console: Console) -> int:
         elif not args.watch:
             print(task.id)
         if args.watch:
-            return await _watch(client, task.id, console, as_json=args.json)
+            return await _watch(args, client, http, task.id, console, as_json=args.json)
     return 0
 
 
-async def _watch(client: Client, task_id: str, console: Console, *, as_json: bool) -> int:
-    """Follow the task until it ends or waits; the exit code says how it ended."""
-    seen: list[str] = []
-    task = await client.get_task(GetTaskRequest(id=task_id))
-    with watch_view(console, disabled=as_json) as view:
+async def _follow(
+    args: argparse.Namespace, http: httpx.AsyncClient, task_id: str, news: News, woke: asyncio.Event
+) -> None:
+    """Read the task's event log into `news`, from its first event: SubscribeToTask with
+    Last-Event-ID, resumed after the last event taken whenever the stream ends (the server
+    ends it when the task waits or ends) or breaks."""
+    client = await create_client(_url(args), ClientConfig(streaming=True, httpx_client=http))
+    try:
         while True:
-            text = task.status.message.parts[0].text if task.status.message.parts else ""
-            if text and (not seen or seen[-1] != text):
-                seen.append(text)
-            view.update(task, seen[-6:])
-            state = state_name(task)
-            if state in EXIT_CODES or state in WAITING:
-                break
+            after = {"Last-Event-ID": f"{task_id}:{news.seq}"}
+            try:
+                async for response in client.subscribe(
+                    SubscribeToTaskRequest(id=task_id),
+                    context=ClientCallContext(service_parameters=after),
+                ):
+                    news.take(response)
+                    woke.set()
+            except (A2AError, httpx.HTTPError, OSError):
+                pass  # resumed below, from the last event taken
             await asyncio.sleep(1.0)
-            task = await client.get_task(GetTaskRequest(id=task_id))
+    finally:
+        await client.close()
+
+
+async def _watch(
+    args: argparse.Namespace,
+    client: Client,
+    http: httpx.AsyncClient,
+    task_id: str,
+    console: Console,
+    *,
+    as_json: bool,
+) -> int:
+    """Follow the task until it ends or waits; the exit code says how it ended."""
+    news, woke = News(), asyncio.Event()
+    reader = asyncio.create_task(_follow(args, http, task_id, news, woke))
+    try:
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        with watch_view(console, disabled=as_json) as view:
+            while True:
+                if reader.done():  # no stream (the server offers none): sample the status
+                    news.sample(task)
+                view.update(task, news.entries)
+                state = state_name(task)
+                if state in EXIT_CODES or state in WAITING:
+                    # Show every entry up to this end (a log already pruned has none).
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(CATCH_UP_S):
+                            while not news.caught_up(task) and not reader.done():
+                                woke.clear()
+                                await woke.wait()
+                    view.update(task, news.entries)
+                    break
+                woke.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woke.wait(), 1.0)
+                    await asyncio.sleep(0.1)  # events come in bursts: one read for a burst
+                task = await client.get_task(GetTaskRequest(id=task_id))
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+    text = task.status.message.parts[0].text if task.status.message.parts else ""
     if as_json:
         _print_json(MessageToDict(task))
     else:
-        console.print(f"{task_id}: {state} — {seen[-1] if seen else ''}", soft_wrap=True)
+        console.print(f"{task_id}: {state} — {text}", soft_wrap=True, markup=False)
     return EXIT_CODES.get(state, 3)
 
 
@@ -210,7 +285,7 @@ async def _tasks(args: argparse.Namespace, console: Console) -> int:
             return 0
         task_id = args.task_id
         if args.action == "watch":
-            return await _watch(client, task_id, console, as_json=args.json)
+            return await _watch(args, client, http, task_id, console, as_json=args.json)
         if args.action == "cancel":
             task = await client.cancel_task(CancelTaskRequest(id=task_id))
             _print_json(MessageToDict(task)) if args.json else console.print(

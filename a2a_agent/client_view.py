@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC
 from typing import Any
 
 from a2a.helpers.proto_helpers import get_data_parts
-from a2a.types.a2a_pb2 import Task, TaskState
+from a2a.types.a2a_pb2 import Artifact, StreamResponse, Task, TaskState, TaskStatus
 from google.protobuf.json_format import MessageToDict
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -30,6 +31,7 @@ COLORS = {
     "working": "cyan",
     "submitted": "blue",
 }
+LAST_ENTRIES = 8  # the progress entries the live view shows
 ITEM_COLORS = {"done": "green", "failed": "red", "regressed": "red", "skipped": "yellow",
                "in_progress": "cyan", "verifying": "cyan"}  # fmt: skip
 
@@ -157,23 +159,94 @@ def task_table(task: Task) -> RenderableType:
     return Panel(Group(*parts), title=task.id)
 
 
+class News:
+    """The task's progress entries, made from its event log as a subscriber receives it
+    (SubscribeToTask from the first event): every status it reported, with its text, and
+    every change of an item's status or a decision that the plan artifact events show. A
+    status sampled by polling would miss whatever came and went between two polls."""
+
+    def __init__(self) -> None:
+        self.entries: list[str] = []
+        self.seq = 0  # the last event taken (what a resumed stream starts after)
+        self.status: tuple[int, int] | None = None  # (state, µs) of the last status taken
+        self._items: dict[str, str] = {}
+        self._decided: set[str] = set()
+
+    def take(self, response: StreamResponse) -> None:
+        which = response.WhichOneof("payload")
+        if which == "status_update":
+            self._status(response.status_update.status)
+            metadata = response.status_update.metadata
+        elif which == "artifact_update":
+            if response.artifact_update.artifact.artifact_id == "plan":
+                self._plan(response.artifact_update.artifact)
+            metadata = response.artifact_update.metadata
+        else:
+            return
+        if "seq" in metadata:
+            self.seq = max(self.seq, int(metadata["seq"]))
+
+    def caught_up(self, task: Task) -> bool:
+        """Has the log been read up to the task's status as GetTask shows it?"""
+        stamp = task.status.timestamp.ToMicroseconds()
+        return self.status == (task.status.state, stamp)
+
+    def sample(self, task: Task) -> None:
+        """The task's status as GetTask shows it, when it is not the last one taken."""
+        if not self.caught_up(task):
+            self._status(task.status)
+
+    def _status(self, status: TaskStatus) -> None:
+        self.status = (status.state, status.timestamp.ToMicroseconds())
+        at = status.timestamp.ToDatetime(tzinfo=UTC).astimezone().strftime("%H:%M:%S")
+        state = str(TaskState.Name(status.state)).removeprefix("TASK_STATE_").lower()
+        text = status.message.parts[0].text if status.message.parts else ""
+        self.entries.append(f"{at} {state}" + (f": {text}" if text else ""))
+
+    def _plan(self, artifact: Artifact) -> None:
+        plan: dict[str, Any] = {}
+        for data in get_data_parts(artifact.parts):
+            if isinstance(data, dict) and "plan" in data:
+                plan = dict(data["plan"])
+        for item in plan.get("items") or []:
+            name, status = str(item.get("id")), str(item.get("status"))
+            was = self._items.get(name, "pending")
+            self._items[name] = status
+            if status == was:
+                continue
+            exit_code = (item.get("evidence") or {}).get("exitCode")
+            about = [f"attempt {int(item.get('attempts') or 0)}"]
+            if exit_code is not None and status not in ("in_progress", "pending"):
+                about.append(f"exit {int(exit_code)}")
+            self.entries.append(f"  item {name}: {was} -> {status} ({', '.join(about)})")
+        for decision in plan.get("decisions") or []:
+            if decision.get("status") != "decided" or decision.get("id") in self._decided:
+                continue
+            self._decided.add(str(decision.get("id")))
+            by = f" by {decision['decidedBy']}" if decision.get("decidedBy") else ""
+            note = f": {decision['note']}" if decision.get("note") else ""
+            self.entries.append(
+                f"  decided {decision.get('id')}: {decision.get('decision')}{by}{note}"
+            )
+
+
 class WatchView:
     """What `tasks watch` redraws: a bar over the items, the current one, budget bars and
-    the last things the task said."""
+    the last progress entries."""
 
     def __init__(self, live: Live | None, console: Console, *, quiet: bool = False) -> None:
         self.live = live
         self.console = console
         self.quiet = quiet
-        self.last: tuple[str, str] | None = None
+        self.printed = 0
 
-    def update(self, task: Task, said: list[str]) -> None:
+    def update(self, task: Task, entries: list[str]) -> None:
         if self.live is None:
-            # Not a terminal (a pipe, a log): one line whenever the state or the news change.
-            now = (state_name(task), said[-1] if said else "")
-            if not self.quiet and now != self.last:
-                self.console.print(f"{task.id}: {now[0]}: {now[1]}", soft_wrap=True)
-            self.last = now
+            # Not a terminal (a pipe, a log): each entry once, as it comes.
+            if not self.quiet:
+                for entry in entries[self.printed :]:
+                    self.console.print(entry, soft_wrap=True, markup=False)
+            self.printed = len(entries)
             return
         progress = dict(MessageToDict(task.metadata).get("progress") or {})
         total = int(progress.get("itemsTotal", 0))
@@ -186,7 +259,7 @@ class WatchView:
             bar,
             Text(f"now: {current}"),
             _budget(task),
-            Text("\n".join(said[-6:]), style="dim"),
+            Text("\n".join(entries[-LAST_ENTRIES:]), style="dim"),
         )
         self.live.update(Panel(body, title=task.id))
 

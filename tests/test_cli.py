@@ -1,5 +1,7 @@
-"""The CLI as an A2A client of a real server (issue 15, part 2): send, watch (its exit code
-says how the task ended), approve, cancel, diff, and --json for scripts."""
+"""The CLI as an A2A client of a real server (issue 15, part 2): send (a plan, a goal the
+model works, a repository at a ref), watch (its exit code says how the task ended, and it
+shows the task's progress entries), approve, reject, cancel, diff, --json for scripts, and
+the key from the local admin.key."""
 
 from __future__ import annotations
 
@@ -11,18 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.a2a import item
+from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import REPO, AgentProcess, StartAgent
 from tests.test_auth import make_key
+from tests.test_sources import git, make_repo
 
 
 def cli(
-    server: AgentProcess, *args: str, key: str | None = None
+    server: AgentProcess, *args: str, key: str | None = None, home: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/root"),
         "A2A_AGENT_URL": server.url,
-        "A2A_AGENT_HOME": str(server.home),  # where a local server's admin.key is
+        "A2A_AGENT_HOME": str(home or server.home),  # where a local server's admin.key is
         **({"A2A_AGENT_KEY": key} if key else {}),
     }
     return subprocess.run(
@@ -105,3 +109,126 @@ def test_cancel_from_the_cli(start_agent: StartAgent, tmp_path: Path) -> None:
     assert canceled.returncode == 0 and "canceled" in canceled.stdout
     watched = cli(server, "tasks", "watch", task_id)
     assert watched.returncode == 2
+
+
+def test_watch_shows_the_progress_entries_of_the_event_log(
+    start_agent: StartAgent, tmp_path: Path
+) -> None:
+    server = start_agent("serve", "cli-4")
+    plan = write_plan(tmp_path / "three.json", [
+        item(name, f"echo {name} > {name}.txt", f"test -f {name}.txt") for name in "abc"
+    ])  # fmt: skip
+    task_id = cli(server, "send", "--plan", str(plan)).stdout.strip()
+    done = cli(server, "tasks", "watch", task_id, "--json")  # quiet: waits for the end
+    assert done.returncode == 0, done.stdout + done.stderr
+    # Watched after the end, it still shows what happened, from the task's event log: every
+    # status the task reported and every item's changes, not a status sampled once a second.
+    watched = cli(server, "tasks", "watch", task_id)
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    lines = watched.stdout.splitlines()
+    for name in "abc":
+        assert any(f"working: Working on item {name}: Item {name}" in line for line in lines)
+        done_line = next(line for line in lines if f"item {name}: " in line and "-> done" in line)
+        assert "attempt 1, exit 0" in done_line
+    order = [next(n for n, line in enumerate(lines) if f"item {name}: " in line) for name in "abc"]
+    assert order == sorted(order)
+    assert "submitted" in lines[0] and lines[-1].startswith(f"{task_id}: completed")
+    assert sum("-> done" in line for line in lines) == 3  # each entry once
+
+
+def plan_of(task: dict[str, Any]) -> dict[str, Any]:
+    found = next(a for a in task["artifacts"] if a["artifactId"] == "plan")
+    return dict(found["parts"][0]["data"]["plan"])
+
+
+HELLO = {"id": "hello", "title": "Write hello.txt", "verify": "grep -q hello hello.txt"}
+
+
+def test_send_a_goal_the_model_works(
+    start_agent: StartAgent, fake: FakeAnthropic, home: Path
+) -> None:
+    fake.add(
+        tool_reply("submit_plan", {"goal": "greet", "items": [HELLO]}),
+        tool_reply("write_file", {"path": "hello.txt", "content": "hello\n"}),
+        text_reply("Wrote hello.txt."),
+    )
+    server = start_agent("serve", "cli-5", **model_env(fake))
+    done = cli(server, "send", "Write hello.txt saying hello", "--watch")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "item hello: verifying -> done" in done.stdout
+    task_id = done.stdout.strip().splitlines()[-1].split(":")[0]
+    shown = json.loads(cli(server, "tasks", "show", task_id, "--json").stdout)
+    assert shown["history"][0]["parts"][0]["text"] == "Write hello.txt saying hello"
+    assert [(i["id"], i["status"]) for i in plan_of(shown)["items"]] == [("hello", "done")]
+    assert (home / "workspaces" / task_id / "hello.txt").read_text() == "hello\n"
+    assert "Write hello.txt saying hello" in json.dumps(fake.requests[0]["messages"])
+    assert fake.remaining == 0
+
+
+def test_reject_from_the_cli(start_agent: StartAgent, tmp_path: Path) -> None:
+    server = start_agent("serve", "cli-6", A2A_AGENT_INSECURE_OPEN="0")
+    key = make_key(server, "dev", "read", "submit", "run", "approve")
+    plan = write_plan(tmp_path / "ask.json", [
+        item("deploy", "echo d > d", "test -f d", irreversible=True),
+    ])  # fmt: skip
+    task_id = cli(server, "send", "--plan", str(plan), key=key).stdout.strip()
+    assert cli(server, "tasks", "watch", task_id, key=key).returncode == 3  # it asks
+    nothing = cli(server, "tasks", "reject", "no-such-task", key=key)
+    assert nothing.returncode == 1
+    rejected = cli(server, "tasks", "reject", task_id, "--note", "not this week", key=key)
+    assert rejected.returncode == 0, rejected.stderr
+    assert "reject sent" in rejected.stdout
+    watched = cli(server, "tasks", "watch", task_id, "--json", key=key)
+    assert watched.returncode == 1  # a rejected irreversible item stops the run: it failed
+    task = json.loads(watched.stdout)
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert "reject by dev: not this week" in task["status"]["message"]["parts"][0]["text"]
+    (decision,) = plan_of(task)["decisions"]
+    assert (decision["decision"], decision["note"], decision["decidedBy"]) == (
+        "reject", "not this week", "dev",
+    )  # fmt: skip
+    assert plan_of(task)["items"][0]["status"] != "done"
+    # Nothing waits now: a second reject says so and changes nothing.
+    again = cli(server, "tasks", "reject", task_id, key=key)
+    assert again.returncode == 1 and "asks nothing now" in again.stdout
+
+
+def test_send_repo_at_a_ref_with_a_slash(start_agent: StartAgent, tmp_path: Path) -> None:
+    bare, shas = make_repo(tmp_path)
+    git(bare, "branch", "release/1.2", shas["two"])
+    server = start_agent("serve", "cli-7", A2A_AGENT_GIT_ALLOWED_URLS=f"file://{tmp_path}/")
+    plan = write_plan(tmp_path / "bump.json", [
+        item("bump", "sed -i 's/two/four/' README.md", "grep -q 'version four' README.md"),
+    ])  # fmt: skip
+    url = f"file://{bare}"
+    done = cli(server, "send", "--plan", str(plan), "--repo", f"{url}@release/1.2", "--watch",
+               "--json")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    task = json.loads(done.stdout)
+    assert task["metadata"]["workspace"] == {
+        "source": "git", "url": url, "ref": "release/1.2", "startCommit": shas["two"],
+    }  # fmt: skip
+    # Without a ref: the URL whole (its default branch).
+    head = cli(server, "send", "--plan", str(plan), "--repo", url, "--watch", "--json")
+    assert head.returncode == 1, head.stdout  # main says "three": the verify cannot pass
+    assert json.loads(head.stdout)["metadata"]["workspace"]["startCommit"] == shas["three"]
+    bad = cli(server, "send", "--plan", str(plan), "--repo", f"{url}@")
+    assert bad.returncode != 0 and "is not URL@REF" in bad.stderr
+
+
+def test_the_key_defaults_to_the_local_admin_key(start_agent: StartAgent, tmp_path: Path) -> None:
+    server = start_agent("serve", "cli-8", A2A_AGENT_INSECURE_OPEN="0")
+    assert (server.home / "admin.key").is_file()  # made at the first start
+    plan = write_plan(tmp_path / "one.json", [item("a", "true", "true")])
+    sent = cli(server, "send", "--plan", str(plan), "--watch", "--json")  # no key given
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    listed = json.loads(cli(server, "tasks", "list", "--json").stdout)
+    assert [t["id"] for t in listed] == [json.loads(sent.stdout)["id"]]
+    # A2A_AGENT_KEY comes before the file...
+    wrong = cli(server, "tasks", "list", key="a2a_000000000000_nope")
+    assert wrong.returncode == 1 and "401" in wrong.stderr
+    # ...and without either there is no key to send.
+    elsewhere = tmp_path / "no-home"
+    elsewhere.mkdir()
+    keyless = cli(server, "tasks", "list", home=elsewhere)
+    assert keyless.returncode == 1 and "401" in keyless.stderr

@@ -5,42 +5,30 @@ SameSite=Strict cookie; `RequireKey` checks it on every /ui request as it checks
 key). The pages read the rows (any owner's tasks); every action goes through the same
 handler an A2A caller's request does (an approval is a reply, a cancel is CancelTask, a
 continuation is a new message), acting for the task's owner and recorded with the person's
-principal. A task page follows its run live: an SSE stream wakes on the task's NOTIFY and the
-page fetches its body again.
+principal (`actions.py`). A task page follows its run live: an SSE stream says `changed`
+when the task's NOTIFY wakes it, or when a look at the task's version (every few seconds)
+finds a change it was not notified of, and the page fetches its body again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from a2a.auth.user import User
-from a2a.server.context import ServerCallContext
-from a2a.types.a2a_pb2 import (
-    CancelTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
-)
-from a2a.utils.errors import A2AError
-from google.protobuf.struct_pb2 import Value
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from starlette.authentication import AuthCredentials
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from a2a_agent.edge.auth import SCOPES, UI_COOKIE, KeyVerifier
+from a2a_agent.edge.auth import UI_COOKIE, KeyVerifier
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.harness.render import progress_document, transition_line
 from a2a_agent.ui import views
+from a2a_agent.ui.actions import Actions, person_of
 from a2a_agent.wire import to_wire
 from persistence.errors import StoreError
 from persistence.operator import OperatorStore
@@ -50,30 +38,10 @@ from persistence.tasks import TaskStore
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATES = ("submitted", "working", "input_required", "completed", "failed", "canceled", "rejected")
-LIVE_POLL_S = 15.0  # an SSE comment this often keeps proxies from closing the stream
-
-
-class _Acting(User):
-    """The task's owner, as whom the dashboard acts (the person is recorded apart)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    @property
-    def is_authenticated(self) -> bool:
-        return True
-
-    @property
-    def user_name(self) -> str:
-        return self._name
-
-
-def _person(request: Request) -> tuple[str, bool]:
-    """(principal, is an operator) of the request's key."""
-    scopes = set(getattr(request.scope.get("auth"), "scopes", ()) or ())
-    user = request.scope.get("user")
-    name = user.display_name if user is not None and user.is_authenticated else ""
-    return name, "operator" in scopes
+LIVE_KEEPALIVE_S = 15.0  # an SSE comment this often keeps proxies from closing the stream
+# How often a live stream looks at the task's version itself: a NOTIFY missed (the listener
+# reconnecting) would otherwise leave the page stale until the next one.
+LIVE_CHECK_S = 2.0
 
 
 class Dashboard:
@@ -104,12 +72,13 @@ class Dashboard:
         )
         self.env.filters["wire"] = lambda v: json.dumps(to_wire(v), indent=2)
         self.env.globals["age"] = views.age
+        self.actions = Actions(handler=handler, operator=operator, outbox=outbox)
 
     def _page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(name).render(**context), status_code=status)
 
     def _operator_only(self, request: Request) -> Response | None:
-        person, operator = _person(request)
+        person, operator = person_of(request)
         if not operator:
             return self._page(
                 "login.html", 403, error=f"the key of {person or 'this caller'} lacks the "
@@ -175,7 +144,9 @@ class Dashboard:
         )
 
     async def _task(self, task_id: str) -> dict[str, Any] | None:
-        row = await self.tasks.get_task(task_id, None)
+        # The version first: a change after it makes the page's stream say `changed`.
+        version = await self.operator.version(task_id)
+        row = await self.operator.task(task_id)
         if row is None:
             return None
         view = await self.runs.view(task_id)
@@ -201,6 +172,8 @@ class Dashboard:
             "configs": configs,
             "diff": diff.body.decode(errors="replace") if diff is not None else None,
             "request": request,
+            "notes": await self.operator.notes(task_id),
+            "version": version,
             "now": now,
         }
 
@@ -223,84 +196,50 @@ class Dashboard:
         return self._page("_task.html", **found)
 
     async def live(self, request: Request) -> Response:
-        """Server-sent events: `changed` whenever the task may have new rows."""
+        """Server-sent events: `changed` whenever the task may have new rows. `?since=` is
+        the version the page was made from (a change before the stream opened counts)."""
         denied = self._operator_only(request)
         if denied is not None:
             return denied
         task_id = request.path_params["task_id"]
+        since = request.query_params.get("since")
         notifier = self.handler.notifier
+
+        async def version(seen: str) -> str:
+            try:
+                return await self.operator.version(task_id)
+            except StoreError:
+                return seen  # the database is away: look again at the next tick
 
         async def events() -> AsyncIterator[bytes]:
             async with notifier.watch(task_id) as wake:
+                seen = await version(since or "")
                 yield b"event: hello\ndata: {}\n\n"
+                if since is not None and seen != since:
+                    yield b"event: changed\ndata: {}\n\n"
+                quiet = 0.0
                 while True:
                     wake.clear()
                     try:
-                        await asyncio.wait_for(wake.wait(), LIVE_POLL_S)
+                        await asyncio.wait_for(wake.wait(), LIVE_CHECK_S)
+                        notified = True
                     except TimeoutError:
-                        yield b": still here\n\n"
+                        notified = False
+                    now = await version(seen)
+                    if notified or now != seen:
+                        seen, quiet = now, 0.0
+                        yield b"event: changed\ndata: {}\n\n"
                         continue
-                    yield b"event: changed\ndata: {}\n\n"
+                    quiet += LIVE_CHECK_S
+                    if quiet >= LIVE_KEEPALIVE_S:
+                        quiet = 0.0
+                        yield b": still here\n\n"
 
         return StreamingResponse(
             events(),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
-
-    # ---- actions: as an A2A caller would, for the owner -------------------------------------
-
-    async def _context(self, request: Request, task_id: str) -> tuple[ServerCallContext, str]:
-        row = await self.tasks.get_task(task_id, None)
-        if row is None:
-            raise LookupError(task_id)
-        person, _ = _person(request)
-        context = ServerCallContext(
-            user=_Acting(row.owner),
-            state={
-                "auth": AuthCredentials(list(SCOPES)),
-                "headers": {},
-                "decided_by": person or "operator",
-            },
-        )
-        return context, row.owner
-
-    async def act(self, request: Request) -> Response:
-        denied = self._operator_only(request)
-        if denied is not None:
-            return JSONResponse({"error": "the dashboard needs the 'operator' scope"}, 403)
-        task_id, action = request.path_params["task_id"], request.path_params["action"]
-        body = await request.json() if await request.body() else {}
-        try:
-            context, _ = await self._context(request, task_id)
-            if action == "decide":
-                approval = {
-                    "id": body.get("request_id"),
-                    "decision": body.get("decision"),
-                    **({"note": body["note"]} if body.get("note") else {}),
-                }
-                task = await self.handler.on_message_send(
-                    _send(_message(task_id, {"approval": approval})), context
-                )
-                return JSONResponse({"ok": True, "task": getattr(task, "id", task_id)})
-            if action == "cancel":
-                await self.handler.on_cancel_task(CancelTaskRequest(id=task_id), context)
-                return JSONResponse({"ok": True})
-            if action == "continue":
-                message = _message("", {"continue": True})
-                message.reference_task_ids.append(task_id)
-                made = await self.handler.on_message_send(_send(message), context)
-                return JSONResponse({"ok": True, "task": getattr(made, "id", None)})
-            if action == "retry-push":
-                retried = await self.outbox.retry(task_id, body.get("config_id"))
-                return JSONResponse({"ok": True, "retried": retried})
-        except LookupError:
-            return JSONResponse({"error": f"no task {task_id}"}, status_code=404)
-        except A2AError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        except StoreError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=503)
-        return JSONResponse({"error": f"no action {action!r}"}, status_code=404)
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -312,22 +251,5 @@ class Dashboard:
             Route("/ui/tasks/{task_id}", self.task_page, methods=["GET"]),
             Route("/ui/tasks/{task_id}/body", self.task_body, methods=["GET"]),
             Route("/ui/tasks/{task_id}/live", self.live, methods=["GET"]),
-            Route("/ui/tasks/{task_id}/{action}", self.act, methods=["POST"]),
+            Route("/ui/tasks/{task_id}/{action}", self.actions.act, methods=["POST"]),
         ]
-
-
-def _message(task_id: str, payload: dict[str, Any]) -> Message:
-    value = Value()
-    value.struct_value.update(payload)
-    return Message(
-        message_id=f"ui-{uuid.uuid4()}",
-        role=Role.ROLE_USER,
-        task_id=task_id,
-        parts=[Part(data=value, media_type="application/json")],
-    )
-
-
-def _send(message: Message) -> SendMessageRequest:
-    return SendMessageRequest(
-        message=message, configuration=SendMessageConfiguration(return_immediately=True)
-    )

@@ -35,3 +35,48 @@ SELECT g.remote_id, d.depth + 1, coalesce(g.remote_state, g.state), left(g.goal,
 FROM down d JOIN delegations g ON g.task_id = d.id AND g.peer IS NOT NULL
                                   AND g.remote_id IS NOT NULL
 ORDER BY path
+
+-- name: operator_task
+-- One task for a dashboard page, read past the per-process cache: a page refreshed because
+-- its stream saw a change it was not notified of must show that change.
+SELECT id AS task_id, owner, context_id, state, status_text, status_at, history, metadata, plan,
+       report, event_seq, status_data, segment
+FROM tasks
+WHERE id = %(task_id)s
+
+-- name: operator_task_version
+-- What changes whenever a task page would show something new: the task's counters and last
+-- change, and its push deliveries (which change without a change of the task).
+SELECT t.event_seq, t.transition_seq, t.updated_at,
+       (SELECT coalesce(string_agg(concat_ws(':', p.id, p.state, p.delivered, p.attempts),
+                                   ',' ORDER BY p.id), '')
+        FROM push_configs p WHERE p.task_id = t.id) AS pushes
+FROM tasks t
+WHERE t.id = %(task_id)s
+
+-- name: operator_notes
+-- The steering notes of a task, each with who sent it when its message says (the dashboard
+-- puts the person's principal in the message's metadata).
+SELECT n.seq, n.text, n.at, h.message -> 'metadata' ->> 'sentBy' AS sent_by
+FROM notes n
+JOIN tasks t ON t.id = n.task_id
+LEFT JOIN LATERAL (
+    SELECT m AS message FROM jsonb_array_elements(t.history) AS m
+    WHERE m ->> 'messageId' = n.message_id LIMIT 1
+) h ON true
+WHERE n.task_id = %(task_id)s
+ORDER BY n.seq
+
+-- name: operator_record
+-- What a person did from the dashboard that no other record names them in (a cancel): a
+-- transition of the task in the state it is in, through apply_task_change() like every
+-- change of a task.
+WITH locked AS (
+    SELECT id, state, transition_seq, event_seq FROM tasks WHERE id = %(task_id)s FOR UPDATE
+)
+SELECT apply_task_change(
+           id,
+           jsonb_build_object('transitions', jsonb_build_array(jsonb_build_object(
+               'from_state', state, 'to_state', state, 'reason', %(reason)s::text))),
+           transition_seq, event_seq)::text AS recorded
+FROM locked
