@@ -25,6 +25,21 @@ class OpenDelegation:
     child_segment: int | None = None
 
 
+@dataclass(frozen=True)
+class PeerAnswer:
+    """An answer a person gave here to a peer's question, until the peer takes it."""
+
+    task_id: str
+    delegation_id: str
+    pause_id: str
+    message_id: str
+    approval: JSON
+    state: str  # pending | sent | refused
+    tries: int
+    peer: str | None
+    remote_id: str | None
+
+
 class DelegationStore(Protocol):
     async def changed(
         self, task_id: str, delegation_id: str, *, state: str, request: JSON | None,
@@ -38,6 +53,14 @@ class DelegationStore(Protocol):
     async def open_delegates(self, task_id: str) -> list[OpenDelegation]: ...
     async def end(self, task_id: str, delegation_id: str, result: JSON) -> None: ...
     async def touch(self, task_id: str, delegation_id: str) -> None: ...
+    async def queue_answer(
+        self, task_id: str, delegation_id: str, pause_id: str, *, message_id: str,
+        approval: JSON,
+    ) -> PeerAnswer | None: ...  # fmt: skip
+    async def answers_to_send(self, older_than_s: float, limit: int) -> list[PeerAnswer]: ...
+    async def answer_sent(self, task_id: str, pause_id: str, remote_state: str) -> None: ...
+    async def answer_failed(self, task_id: str, pause_id: str, error: str) -> None: ...
+    async def answer_refused(self, task_id: str, pause_id: str, error: str) -> None: ...
 
 
 class PostgresDelegationStore:
@@ -100,3 +123,42 @@ class PostgresDelegationStore:
     async def touch(self, task_id: str, delegation_id: str) -> None:
         async with read(self._pool) as conn:
             await conn.execute(q("touch_delegation"), {"task_id": task_id, "id": delegation_id})
+
+    async def queue_answer(
+        self, task_id: str, delegation_id: str, pause_id: str, *, message_id: str,
+        approval: JSON,
+    ) -> PeerAnswer | None:  # fmt: skip
+        """The answer to send, kept (once per request: a step run again finds it as it is)."""
+        params = {
+            "task_id": task_id,
+            "delegation_id": delegation_id,
+            "pause_id": pause_id,
+            "message_id": message_id,
+            "approval": jsonb(approval),
+        }
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("queue_answer"), params)
+            row = await cur.fetchone()
+        return PeerAnswer(**row) if row else None
+
+    async def answers_to_send(self, older_than_s: float, limit: int) -> list[PeerAnswer]:
+        async with read(self._pool) as conn:
+            cur = await conn.execute(
+                q("answers_to_send"), {"older_than_s": older_than_s, "limit": limit}
+            )
+            return [PeerAnswer(**row) for row in await cur.fetchall()]
+
+    async def answer_sent(self, task_id: str, pause_id: str, remote_state: str) -> None:
+        await self._answer("answer_sent", task_id, pause_id, remote_state=remote_state)
+
+    async def answer_failed(self, task_id: str, pause_id: str, error: str) -> None:
+        await self._answer("answer_failed", task_id, pause_id, error=error)
+
+    async def answer_refused(self, task_id: str, pause_id: str, error: str) -> None:
+        """Not to be sent again; the person reads why on the task (see the SQL function
+        `delegation_answer_refused()`)."""
+        await self._answer("answer_refused", task_id, pause_id, error=error)
+
+    async def _answer(self, query: str, task_id: str, pause_id: str, **values: str) -> None:
+        async with read(self._pool) as conn:
+            await conn.execute(q(query), {"task_id": task_id, "pause_id": pause_id, **values})

@@ -940,6 +940,9 @@ DECLARE
     v_d delegations%ROWTYPE;
     v_via text;
     v_who text;
+    v_refused integer;
+    v_why text;
+    v_asks text;
 BEGIN
     SELECT state, transition_seq, event_seq, segment INTO v_parent
     FROM tasks WHERE id = p_task_id FOR UPDATE;
@@ -952,12 +955,27 @@ BEGIN
     UPDATE delegations SET remote_state = p_state, updated_at = clock_timestamp()
     WHERE task_id = p_task_id AND id = p_id;
     v_via := 'via.' || p_id || '.' || (p_request ->> 'id');
+    -- The peer refused the answer a person gave to this request and still asks it: the
+    -- person is asked again, told why (a new request; the refused one stays decided).
+    IF p_request IS NOT NULL AND v_d.peer IS NOT NULL THEN
+        SELECT count(*), (array_agg(last_error ORDER BY updated_at DESC))[1]
+        INTO v_refused, v_why
+        FROM delegation_answers
+        WHERE task_id = p_task_id AND delegation_id = p_id AND state = 'refused'
+          AND approval ->> 'id' = p_request ->> 'id';
+    END IF;
+    v_asks := format('The %s asks: %s', v_who, p_request ->> 'summary');
+    IF coalesce(v_refused, 0) > 0 THEN
+        v_via := v_via || '.' || (v_refused + 1);
+        v_asks := format('The %s did not take the answer it was given (%s); it still asks: %s',
+                         v_who, left(v_why, 300), p_request ->> 'summary');
+    END IF;
     IF p_request IS NOT NULL AND v_parent.state = 'working'
        AND NOT EXISTS (SELECT 1 FROM pauses WHERE task_id = p_task_id AND id = v_via) THEN
         INSERT INTO pauses (task_id, id, kind, segment, item_id, attempt, summary, details,
                             options, on_expiry, expires_at)
         VALUES (p_task_id, v_via, 'delegated_request', v_parent.segment, v_d.item_id,
-                v_d.attempt, format('The %s asks: %s', v_who, p_request ->> 'summary'),
+                v_d.attempt, v_asks,
                 jsonb_build_object('delegation', p_id, 'request', p_request),
                 coalesce(p_request -> 'options', '["approve", "reject"]'::jsonb),
                 coalesce(p_request ->> 'on_expiry', 'reject'),
@@ -972,9 +990,8 @@ BEGIN
                     'reason', format('the %s asks (`%s`): %s', v_who, v_via,
                                      left(p_request ->> 'summary', 500)))),
                 'state', 'input_required',
-                'status_text', format('Waiting for a person: the %s asks: %s Reply with one '
-                                      'of: %s', v_who, p_request ->> 'summary',
-                                      coalesce(p_request -> 'options', '[]'::jsonb)),
+                'status_text', format('Waiting for a person: %s Reply with one of: %s',
+                                      v_asks, coalesce(p_request -> 'options', '[]'::jsonb)),
                 'status_data', (SELECT jsonb_build_object('approval_request', jsonb_build_object(
                                     'id', id, 'kind', kind, 'summary', summary,
                                     'details', details, 'options', options,
@@ -1027,6 +1044,42 @@ BEGIN
             'reason', format('the %s ended: %s', v_who, p_result ->> 'state')))),
         v_parent.transition_seq, v_parent.event_seq);
     RETURN jsonb_build_object('segment', v_parent.segment + 1);
+END
+$$;
+
+-- A peer answered that it cannot take the answer a person gave here to its question (decided
+-- there meanwhile, or not something the key we present may answer): the answer is not sent
+-- again, and the person reads why on our task; if the peer still asks, the next look at its
+-- task asks the person again (`delegation_changed()`).
+CREATE OR REPLACE FUNCTION delegation_answer_refused(p_task_id text, p_pause_id text, p_why text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_parent record;
+    v_a delegation_answers%ROWTYPE;
+    v_d delegations%ROWTYPE;
+BEGIN
+    SELECT state, transition_seq, event_seq INTO v_parent
+    FROM tasks WHERE id = p_task_id FOR UPDATE;
+    UPDATE delegation_answers
+    SET state = 'refused', tries = tries + 1, last_error = left(p_why, 1000),
+        updated_at = clock_timestamp()
+    WHERE task_id = p_task_id AND pause_id = p_pause_id AND state = 'pending'
+    RETURNING * INTO v_a;
+    IF v_a.pause_id IS NULL OR v_parent.state IS NULL
+       OR v_parent.state IN ('completed', 'failed', 'canceled', 'rejected') THEN
+        RETURN;
+    END IF;
+    SELECT * INTO v_d FROM delegations WHERE task_id = p_task_id AND id = v_a.delegation_id;
+    PERFORM apply_task_change(
+        p_task_id,
+        jsonb_build_object('transitions', jsonb_build_array(jsonb_build_object(
+            'item_id', v_d.item_id, 'attempt', v_d.attempt,
+            'from_state', v_parent.state, 'to_state', v_parent.state,
+            'reason', format('the peer %s (task %s) did not take the answer to `%s` (%s): %s',
+                             v_d.peer, v_d.remote_id, p_pause_id, v_a.approval ->> 'decision',
+                             left(p_why, 500))))),
+        v_parent.transition_seq, v_parent.event_seq);
 END
 $$;
 

@@ -297,3 +297,23 @@ CREATE TABLE delegations (
 CREATE INDEX delegations_child ON delegations (child_id) WHERE child_id IS NOT NULL;
 CREATE INDEX delegations_open_peers ON delegations (updated_at)
     WHERE state = 'pending' AND peer IS NOT NULL;
+
+-- An answer to a peer's question, kept until the peer takes it (see 0021).
+CREATE TABLE delegation_answers (
+    task_id       text NOT NULL,
+    delegation_id text NOT NULL,
+    pause_id      text NOT NULL,
+    message_id    text NOT NULL,
+    approval      jsonb NOT NULL,
+    state         text NOT NULL DEFAULT 'pending'
+                  CHECK (state IN ('pending', 'sent', 'refused')),
+    remote_state  text,
+    tries         integer NOT NULL DEFAULT 0,
+    last_error    text,
+    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (task_id, pause_id),
+    FOREIGN KEY (task_id, delegation_id) REFERENCES delegations (task_id, id) ON DELETE CASCADE
+);
+CREATE INDEX delegation_answers_pending ON delegation_answers (updated_at)
+    WHERE state = 'pending';

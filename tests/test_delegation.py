@@ -36,11 +36,11 @@ JSON = dict[str, Any]
 StartPeer = Callable[..., AgentProcess]
 
 
-@pytest.fixture
-def start_peer(
+def peer_starter(
     make_database: Callable[[str | None], str], template_db: str, tmp_path: Path
 ) -> Iterator[StartPeer]:
-    """Second instances of this service, each with its own database and keys, as peers."""
+    """Second instances of this service, each with its own database and keys, as peers (the
+    body of the `start_peer` fixture, which other test files define with it)."""
     started: list[AgentProcess] = []
 
     def start(**env: str) -> AgentProcess:
@@ -60,9 +60,20 @@ def start_peer(
 
 
 @pytest.fixture
-def peer(start_peer: StartPeer) -> AgentProcess:
+def start_peer(
+    make_database: Callable[[str | None], str], template_db: str, tmp_path: Path
+) -> Iterator[StartPeer]:
+    yield from peer_starter(make_database, template_db, tmp_path)
+
+
+def webhook_peer(start_peer: StartPeer) -> AgentProcess:
     """A peer that takes our webhook (on loopback, which its guard refuses by default)."""
     return start_peer(A2A_AGENT_PUSH_ALLOW_HOSTS="127.0.0.1")
+
+
+@pytest.fixture
+def peer(start_peer: StartPeer) -> AgentProcess:
+    return webhook_peer(start_peer)
 
 
 def peer_env(peer: AgentProcess, key: str) -> dict[str, str]:
@@ -285,6 +296,17 @@ async def test_an_item_delegated_to_a_peer_comes_back_and_our_verify_decides(
     at_peer = peer_tasks(peer)
     assert sorted(r[0] for r in at_peer) == sorted(d["remoteTask"] for d in sent)
     assert {r[1] for r in at_peer} == {"completed"}
+    # The CLI's tree shows the peer's tasks under ours: whose, which, how they ended.
+    shown = cli(server, "tasks", "tree", done.id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    tree = json.loads(shown.stdout)
+    assert (tree["id"], tree["state"], tree["current"]) == (done.id, "failed", True)
+    assert sorted((c["peer"], c["id"], c["state"], c["item"]) for c in tree["children"]) == sorted(
+        ("helper", d["remoteTask"], "completed", d["item"]) for d in sent
+    )
+    assert all(c["goal"].startswith("Have the helper do") for c in tree["children"])
+    drawn = cli(server, "tasks", "tree", done.id)
+    assert drawn.returncode == 0 and drawn.stdout.count("peer helper:") == len(sent)
     # The peer pushed each task's events to our webhook, which took them (token checked).
     pushed = rows(
         peer.env["DATABASE_URL"],

@@ -5,6 +5,8 @@ service gave it, and signed when the peer signs) or the supervisor's poll (pushe
 come) makes this look at the peer's task with GetTask, the authority: a question it asks
 surfaces on our task, its end becomes the delegation's result (its report, plan and diff)
 and our task's next segment starts. A delegation whose task here ended is canceled there.
+The poll also sends again what a peer has not taken yet: an answer a person gave here (kept
+in `delegation_answers`), a cancel (the delegation stays pending until the peer took it).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from a2a.helpers.proto_helpers import get_data_parts
 from a2a.types.a2a_pb2 import Task
 
+from a2a_agent.harness.delegates import cancel_remote, send_answer
 from a2a_agent.peers import PeerClient, PeerError, state_name
 from a2a_agent.wire import from_wire
 from persistence.delegations import DelegationStore, OpenDelegation
@@ -63,6 +66,8 @@ class PeerWatch:
         if time.monotonic() - self._polled_at < self.poll_s:
             return
         self._polled_at = time.monotonic()
+        for answer in await self.store.answers_to_send(self.poll_s, BATCH):
+            await send_answer(self.store, self.peers, answer)
         for found in await self.store.open_peer_delegations(self.poll_s, BATCH):
             await self.look(found)
 
@@ -78,14 +83,7 @@ class PeerWatch:
         peer, remote = str(found.peer), str(found.remote_id)
         if found.parent_state in TERMINAL_STATES:
             # Our task ended (a cancel): its peer's task has nothing to do any more.
-            try:
-                await self.peers.cancel(peer, remote)
-            except PeerError as exc:
-                log.warning("could not cancel task %s at peer %s: %s", remote, peer, exc)
-            await self.store.end(
-                found.task_id, found.id,
-                {"state": "canceled", "status": "the delegating task ended"},
-            )  # fmt: skip
+            await cancel_remote(self.store, self.peers, found)
             return
         try:
             task = await self.peers.get(peer, remote)

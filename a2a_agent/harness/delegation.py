@@ -31,9 +31,12 @@ from a2a_agent.harness.delegates import (
     Children,
     DelegationConfig,
     ToolCall,
+    budget_slice,
+    cancel_remote,
     delegation_id,
     report_file,
     report_for_model,
+    send_answer,
     webhook_path,
 )
 from a2a_agent.harness.effects import Concluded, Effect, Effects
@@ -102,12 +105,8 @@ class Delegator:
                 if row.segment > (found.child_segment or 0):
                     start.append([row.task_id, row.segment])
             elif found.peer is not None and found.remote_id is not None and self.peers:
-                try:
-                    await self.peers.cancel(found.peer, found.remote_id)
-                    outcome = {"state": "canceled", "status": "the delegating task ended"}
-                except PeerError as exc:
-                    outcome = {"state": "unknown", "status": f"could not cancel it: {exc}"}
-                await self.store.end(task_id, found.id, outcome)
+                # Pending until the peer took the cancel: the peer watcher tries again.
+                await cancel_remote(self.store, self.peers, found)
         return StepResult.ok({"start": start} if start else {})
 
     # ---- the model's tool ------------------------------------------------------------------
@@ -162,24 +161,14 @@ class Delegator:
         }
 
     def _slice(self, view: StepView, asked: Any) -> JSON:
-        """The child's budget: what was asked (checked as a caller's budget is), each of money
-        and tokens capped by what the parent has left."""
+        """The child's budget: what was asked (checked as a caller's budget is), capped in
+        every dimension by what the parent has left."""
         limits = effective_limits(
             from_wire(asked, "budget") if isinstance(asked, dict) else None,
             self.config.budget_defaults,
             self.config.budget_caps,
         )
-        for dimension, name in (("usd", "max_usd"), ("tokens", "max_tokens")):
-            found = (view.budget or {}).get(dimension) or {}
-            if found.get("limit") is None:
-                continue
-            left = float(found["limit"]) - float(found.get("used") or 0)
-            wanted = limits.get(name)
-            capped = left if wanted is None else min(float(wanted), left)
-            limits[name] = (
-                round(max(capped, 0.0001), 6) if dimension == "usd" else max(1, int(capped))
-            )
-        return limits
+        return budget_slice(limits, view.budget)
 
     # ---- a plan item ---------------------------------------------------------------------
 
@@ -381,31 +370,25 @@ class Delegator:
     # ---- an answer to a delegate's question ----------------------------------------------
 
     async def forward(self, view: StepView, decided: Decision) -> StepResult:
-        """The answer a person gave on this task to a peer's question, sent to the peer once
-        (a child run of this service got it when it was given)."""
-        pause_id, decision, note = decided.id, decided.decision, decided.note
+        """The answer a person gave on this task to a peer's question, for the peer (a child
+        run of this service got it when it was given). It is kept before it is sent, and sent
+        again by the peer watcher until the peer takes it or answers that it cannot."""
         request: JSON = dict(decided.details.get("request") or {})
         found = view.delegations.get(str(decided.details.get("delegation")))
         if found is None or found.peer is None or found.remote_id is None or self.peers is None:
             return StepResult.ok()
-        key = effect_key(view.task_id, f"forward.{pause_id}")
-        view = await self.ctx.view(view.task_id, key=key)
-        effect = Effect(
-            key=key, step="forward", item_id=None, attempt=None, spend=Spend(), integrity="none"
-        )
-        peers, peer, remote = self.peers, found.peer, found.remote_id
-
-        async def perform() -> JSON:
-            approval = {"id": request.get("id"), "decision": decision,
-                        **({"note": note} if note else {})}  # fmt: skip
-            try:
-                task = await peers.reply(peer, remote, message_id=key, approval=approval)
-            except PeerError as exc:
-                return {"error": str(exc)}
-            return {"state": state_name(task)}
-
-        async def conclude(value: JSON, runs: int) -> Concluded:
-            record = StepRecord(effect_key=key, step="forward", result=value, runs=runs)
-            return Concluded(record, StepResult.ok(value), fingerprint=False)
-
-        return await self.effects.run(view, effect, perform, conclude)
+        approval = {"id": request.get("id"), "decision": decided.decision,
+                    **({"note": decided.note} if decided.note else {})}  # fmt: skip
+        answer = await self.store.queue_answer(
+            view.task_id, found.id, decided.id,
+            message_id=effect_key(view.task_id, f"forward.{decided.id}"), approval=approval,
+        )  # fmt: skip
+        if answer is None:
+            return StepResult.ok()
+        if answer.state == "pending":
+            state = await send_answer(
+                self.store, self.peers, answer, fault=self.ctx.config.fault_file
+            )
+        else:
+            state = answer.state  # a run of this step again: it was sent (or refused) before
+        return StepResult.ok({"answer": state})

@@ -44,3 +44,48 @@ WHERE task_id = %(task_id)s AND id = %(id)s AND state = 'pending'
 -- name: touch_delegation
 UPDATE delegations SET updated_at = clock_timestamp()
 WHERE task_id = %(task_id)s AND id = %(id)s
+
+-- name: queue_answer
+-- The answer to a peer's question, kept until the peer takes it; given once per request.
+WITH added AS (
+    INSERT INTO delegation_answers (task_id, delegation_id, pause_id, message_id, approval)
+    VALUES (%(task_id)s, %(delegation_id)s, %(pause_id)s, %(message_id)s, %(approval)s::jsonb)
+    ON CONFLICT (task_id, pause_id) DO NOTHING
+    RETURNING *
+), found AS (
+    SELECT * FROM added
+    UNION ALL
+    SELECT * FROM delegation_answers
+    WHERE task_id = %(task_id)s AND pause_id = %(pause_id)s AND NOT EXISTS (SELECT 1 FROM added)
+)
+SELECT f.task_id, f.delegation_id, f.pause_id, f.message_id, f.approval, f.state, f.tries,
+       d.peer, d.remote_id
+FROM found f JOIN delegations d ON d.task_id = f.task_id AND d.id = f.delegation_id
+
+-- name: answers_to_send
+-- Answers a peer has not taken yet, not tried for `older_than_s`, of delegations still
+-- pending under a task that goes on (an ended one's peer task is canceled instead).
+SELECT a.task_id, a.delegation_id, a.pause_id, a.message_id, a.approval, a.state, a.tries,
+       d.peer, d.remote_id
+FROM delegation_answers a
+JOIN delegations d ON d.task_id = a.task_id AND d.id = a.delegation_id
+JOIN tasks t ON t.id = a.task_id
+WHERE a.state = 'pending' AND d.state = 'pending' AND d.remote_id IS NOT NULL
+  AND t.state NOT IN ('completed', 'failed', 'canceled', 'rejected')
+  AND a.updated_at < clock_timestamp() - make_interval(secs => %(older_than_s)s)
+ORDER BY a.updated_at
+LIMIT %(limit)s
+
+-- name: answer_sent
+UPDATE delegation_answers
+SET state = 'sent', remote_state = %(remote_state)s, tries = tries + 1, last_error = NULL,
+    updated_at = clock_timestamp()
+WHERE task_id = %(task_id)s AND pause_id = %(pause_id)s AND state = 'pending'
+
+-- name: answer_failed
+UPDATE delegation_answers
+SET tries = tries + 1, last_error = %(error)s, updated_at = clock_timestamp()
+WHERE task_id = %(task_id)s AND pause_id = %(pause_id)s AND state = 'pending'
+
+-- name: answer_refused
+SELECT delegation_answer_refused(%(task_id)s, %(pause_id)s, %(error)s)
