@@ -506,12 +506,18 @@ BEGIN
     ELSE
         PERFORM pg_notify('a2a_task_events', p_task_id);
     END IF;
-    INSERT INTO effects (key, task_id, item_id, attempt, step, status, runs, result, completed_at)
+    -- started_at: when this step's run began (its view was read), not when an earlier step
+    -- marked it: a pre-mark before a wait for a person would count the wait as its time.
+    INSERT INTO effects (key, task_id, item_id, attempt, step, status, runs, result,
+                         started_at, completed_at)
     VALUES (v_key, p_task_id, p_step ->> 'effect_item_id', (p_step ->> 'effect_attempt')::integer,
             p_step ->> 'step', 'completed', (p_step ->> 'runs')::integer, p_step -> 'result',
+            coalesce((p_step ->> 'started_at')::timestamptz, clock_timestamp()),
             clock_timestamp())
     ON CONFLICT (key) DO UPDATE
     SET status = 'completed', result = excluded.result, completed_at = excluded.completed_at,
+        started_at = CASE WHEN p_step ->> 'started_at' IS NOT NULL THEN excluded.started_at
+                          ELSE effects.started_at END,
         runs = greatest(effects.runs, excluded.runs);
     IF v_then IS NOT NULL AND NOT v_terminal THEN
         INSERT INTO effects (key, task_id, item_id, attempt, step, status, runs)
@@ -538,6 +544,126 @@ BEGIN
             WHERE tr.task_id = p_task_id AND tr.seq > v_locked.transition_seq),
         'items', CASE WHEN jsonb_array_length(v_new_items) > 0
                       THEN task_items_json(p_task_id) END);
+END
+$$;
+
+-- The step-duration histogram's upper bounds in seconds, for /metrics and the folding below.
+CREATE OR REPLACE FUNCTION metric_step_bounds() RETURNS float8[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT ARRAY[0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600, 3600]::float8[]
+$$;
+
+-- The histogram bucket of a duration: the first bound it does not exceed (1-based), or one
+-- past the last (+Inf only). width_bucket on the negated bounds counts those >= p_seconds.
+CREATE OR REPLACE FUNCTION metric_step_bucket(p_seconds float8) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT cardinality(metric_step_bounds()) + 1 - width_bucket(
+        -p_seconds, ARRAY(SELECT -b FROM unnest(metric_step_bounds()) b ORDER BY b DESC))
+$$;
+
+-- Counters outlive the rows they count: what a delete removes (retention's compaction and
+-- deletion, a cascade from tasks) is added to metric_totals in the same transaction, and
+-- /metrics reports live rows plus totals. Rows are folded in key order, so two deletes at
+-- once lock metric_totals' rows in one order.
+CREATE OR REPLACE FUNCTION fold_metrics(p_rows jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO metric_totals AS m (name, label, value)
+    SELECT r ->> 'name', r ->> 'label', sum((r ->> 'value')::float8)
+    FROM jsonb_array_elements(p_rows) r
+    GROUP BY 1, 2
+    ORDER BY 1, 2
+    ON CONFLICT (name, label) DO UPDATE SET value = m.value + excluded.value;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION fold_effects() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM fold_metrics(coalesce(jsonb_agg(f), '[]'))
+    FROM (SELECT g.step AS label, d.s, g.runs FROM gone g
+          CROSS JOIN LATERAL (SELECT extract(epoch FROM g.completed_at - g.started_at)::float8
+                              AS s) d
+          WHERE g.status = 'completed') c
+    CROSS JOIN LATERAL (VALUES
+        (jsonb_build_object('name', 'steps', 'label', c.label, 'value', 1)),
+        (jsonb_build_object('name', 'step_reruns', 'label', c.label, 'value', c.runs - 1)),
+        (jsonb_build_object('name', 'step_seconds', 'label', c.label, 'value', c.s)),
+        (jsonb_build_object('name', 'step_bucket',
+                            'label', c.label || ' ' || metric_step_bucket(c.s), 'value', 1))
+    ) AS v(f);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION fold_model_calls() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM fold_metrics(jsonb_build_array(
+        jsonb_build_object('name', 'model_calls', 'label', '', 'value', count(*)),
+        jsonb_build_object('name', 'tokens', 'label', 'input',
+                           'value', coalesce(sum(input_tokens), 0)),
+        jsonb_build_object('name', 'tokens', 'label', 'output',
+                           'value', coalesce(sum(output_tokens), 0)),
+        jsonb_build_object('name', 'tokens', 'label', 'cache_read',
+                           'value', coalesce(sum(cache_read_tokens), 0)),
+        jsonb_build_object('name', 'tokens', 'label', 'cache_write',
+                           'value', coalesce(sum(cache_write_tokens), 0))))
+    FROM gone;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION fold_budget_charges() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- A child run's spending is on its parent's ledger too (kind `child`): counted once.
+    PERFORM fold_metrics(jsonb_build_array(jsonb_build_object(
+        'name', 'usd', 'label', '', 'value', coalesce(sum(usd), 0))))
+    FROM gone WHERE kind NOT IN ('reservation', 'child');
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION fold_tasks() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM fold_metrics(jsonb_build_array(jsonb_build_object(
+        'name', 'budget_stops', 'label', '', 'value', count(*))))
+    FROM gone WHERE metadata -> 'failure' ->> 'reason' = 'budget_exhausted';
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION fold_push_configs() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM fold_metrics(jsonb_build_array(
+        jsonb_build_object('name', 'push', 'label', 'delivered',
+                           'value', coalesce(sum(delivered), 0)),
+        jsonb_build_object('name', 'push', 'label', 'failed', 'value', coalesce(sum(failures), 0)),
+        jsonb_build_object('name', 'push', 'label', 'dead_lettered',
+                           'value', coalesce(sum(dead_lettered), 0))))
+    FROM gone;
+    RETURN NULL;
+END
+$$;
+
+-- The triggers, made once (a migration cannot: the functions come after it); a DROP and
+-- CREATE on every start would lock the tables each time.
+DO $$
+DECLARE
+    v_table text;
+BEGIN
+    FOREACH v_table IN ARRAY ARRAY['effects', 'model_calls', 'budget_charges', 'tasks',
+                                   'push_configs'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                       WHERE tgname = v_table || '_fold_metrics' AND NOT tgisinternal) THEN
+            EXECUTE format('CREATE TRIGGER %I AFTER DELETE ON %I REFERENCING OLD TABLE AS gone '
+                           'FOR EACH STATEMENT EXECUTE FUNCTION %I()',
+                           v_table || '_fold_metrics', v_table, 'fold_' || v_table);
+        END IF;
+    END LOOP;
 END
 $$;
 

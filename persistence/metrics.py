@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 from persistence.db import Pool, read
@@ -10,17 +9,16 @@ from persistence.sql import q
 
 
 class MetricsStore(Protocol):
-    async def metrics(self, buckets: Sequence[float]) -> dict[str, Any]: ...
+    async def metrics(self) -> dict[str, Any]: ...
 
 
 class PostgresMetricsStore:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
 
-    async def metrics(self, buckets: Sequence[float]) -> dict[str, Any]:
-        """Counts and sums by state, step, kind; `buckets`: the step-duration histogram's
-        upper bounds in seconds."""
+    async def metrics(self) -> dict[str, Any]:
+        """Counts and sums by state, step, kind (`metrics.sql`)."""
         async with read(self._pool) as conn:
-            cur = await conn.execute(q("metrics"), {"buckets": list(buckets)})
+            cur = await conn.execute(q("metrics"))
             row = await cur.fetchone()
         return dict(row["metrics"]) if row else {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from persistence.errors import NotFound
@@ -329,6 +329,7 @@ class StepRecord:
     # The record that closes a run ended by others (a cancel): it may add its report, final
     # entry and last checkpoint to a task that is already terminal.
     closing: bool = False
+    started_at: datetime | None = None  # when the step's run began (its view was read)
 
     @property
     def effect_item_id(self) -> str | None:
@@ -386,6 +387,7 @@ class StepView:
     base_sha: str | None = None
     owner: str = ""
     delegations: dict[str, Delegation] = field(default_factory=dict)  # by id
+    read_at: datetime = field(default_factory=lambda: datetime.now(UTC))  # the step's start
 
     def item(self, item_id: str) -> ItemRow:
         for item in self.items:

@@ -111,6 +111,7 @@ def step_json(record: StepRecord) -> JSON:
         "pause": dataclasses.asdict(record.pause) if record.pause else None,
         "facts": [dataclasses.asdict(f) for f in record.facts],
         "closing": record.closing,
+        "started_at": record.started_at.isoformat() if record.started_at else None,
     }
 
 

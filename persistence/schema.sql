@@ -233,9 +233,19 @@ CREATE TABLE push_configs (
     next_attempt_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     last_error      text,
     created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    failures        integer NOT NULL DEFAULT 0,  -- every failed attempt (0022)
+    dead_lettered   integer NOT NULL DEFAULT 0,  -- every time it went dead
     PRIMARY KEY (task_id, id)
 );
 CREATE INDEX push_configs_due ON push_configs (next_attempt_at) WHERE state = 'active';
+
+-- Counters that outlive their rows: what retention deletes is folded in first (0022).
+CREATE TABLE metric_totals (
+    name  text NOT NULL,
+    label text NOT NULL DEFAULT '',
+    value double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (name, label)
+);
 
 CREATE TABLE signing_keys (
     kid         text PRIMARY KEY,

@@ -204,7 +204,9 @@ async def test_an_answer_goes_into_the_workspace_whatever_a_command_planted(
     outside.mkdir()
     try:
         items = [
-            item("plant", f"ln -s {outside} answers", "test -L answers -o -d answers", precheck=False),
+            item(
+                "plant", f"ln -s {outside} answers", "test -e answers -o -L answers", precheck=False
+            ),
             {"id": "ask", "title": "Which colour?", "ask": "Which colour?"},
         ]
         server = start_agent("serve", f"plant-{uuid.uuid4().hex[:6]}")

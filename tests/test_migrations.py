@@ -22,6 +22,9 @@ SCHEMA_QUERIES = {
     "indexes": """
         SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'
         ORDER BY 1, 2""",
+    "triggers": """
+        SELECT tgrelid::regclass::text, tgname, pg_get_triggerdef(oid) FROM pg_trigger
+        WHERE NOT tgisinternal ORDER BY 1, 2""",
 }
 
 
@@ -38,6 +41,10 @@ async def test_step_by_step_equals_fresh_install(
     assert await migrate(stepwise, step_by_step=True) == [m.version for m in migrations()]
     fresh_schema, stepwise_schema = schema_of(fresh), schema_of(stepwise)
     assert fresh_schema["columns"], "the schema should not be empty"
+    assert {t[1] for t in fresh_schema["triggers"]} >= {
+        "effects_fold_metrics",
+        "tasks_fold_metrics",
+    }
     assert fresh_schema == stepwise_schema
     assert await current_version(fresh) == await current_version(stepwise) == latest_version()
 

@@ -177,6 +177,8 @@ class StepContext:
         if fingerprint:
             found = found or await self.workspace(view.task_id).fingerprint()
             record = dataclasses.replace(record, fingerprint=found)
+        if record.started_at is None:
+            record = dataclasses.replace(record, started_at=view.read_at)
         outcome = await self.runs.record_step(view.task_id, record)
         if outcome.replayed or record.changes_files:
             entries = await self._entries_after(view.task_id, outcome)

@@ -5,6 +5,7 @@ state, item outcomes, steps and how long they took, steps re-run after crashes, 
 and cost, budget stops, approvals waiting and the oldest wait, push deliveries by outcome,
 the outbox's depth, each worker's heartbeat age, and takeovers of dead workers' runs. The
 route needs a key with the `operator` scope (Prometheus sends it as a bearer token).
+Counters never go down: what retention deletes was folded into totals first (functions.sql).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from starlette.routing import Route
 from persistence.errors import StoreUnavailable
 from persistence.metrics import MetricsStore
 
-BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600.0, 3600.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -39,8 +39,33 @@ class _Families(Collector):
         yield from self.families
 
 
+def _histograms(counters: dict[str, dict[str, float]], bounds: list[float]) -> Metric:
+    """The step-duration histogram from its per-bucket counts (bucket i: the first bound a
+    duration does not exceed, len(bounds) + 1 past the last), made cumulative here."""
+    seconds = HistogramMetricFamily(
+        "a2a_step_duration_seconds", "From a step's start to its record", labels=["step"]
+    )
+    per_step: dict[str, dict[int, float]] = {}
+    for label, n in (counters.get("step_bucket") or {}).items():
+        step, _, bucket = label.rpartition(" ")
+        per_step.setdefault(step, {})[int(bucket)] = n
+    for step, counts in sorted(per_step.items()):
+        cumulative, running = [], 0.0
+        for i, bound in enumerate(bounds, start=1):
+            running += counts.get(i, 0)
+            cumulative.append((str(float(bound)), running))
+        cumulative.append(("+Inf", running + counts.get(len(bounds) + 1, 0)))
+        seconds.add_metric([step], cumulative, (counters.get("step_seconds") or {}).get(step, 0))
+    return seconds
+
+
 def families(found: dict[str, Any]) -> list[Metric]:
     """The metric families for one reading of the database."""
+    counters: dict[str, dict[str, float]] = found.get("counters") or {}
+
+    def total(name: str, label: str = "") -> float:
+        return (counters.get(name) or {}).get(label, 0)
+
     out: list[Metric] = []
     tasks = GaugeMetricFamily("a2a_tasks", "Tasks by state", labels=["state"])
     for state, n in sorted((found.get("tasks") or {}).items()):
@@ -53,27 +78,19 @@ def families(found: dict[str, Any]) -> list[Metric]:
     reruns = CounterMetricFamily(
         "a2a_step_reruns", "Extra runs of steps after a crash", labels=["step"]
     )
-    seconds = HistogramMetricFamily(
-        "a2a_step_duration_seconds", "From a step's start to its record", labels=["step"]
-    )
-    for step, s in sorted((found.get("steps") or {}).items()):
-        steps.add_metric([step], s["completed"])
-        reruns.add_metric([step], s["reruns"])
-        buckets = [(str(bound), count) for bound, count in s["buckets"]]
-        buckets.append(("+Inf", s["completed"]))
-        seconds.add_metric([step], buckets, s["seconds"])
-    out += [steps, reruns, seconds]
+    for step, n in sorted((counters.get("steps") or {}).items()):
+        steps.add_metric([step], n)
+        reruns.add_metric([step], total("step_reruns", step))
+    out += [steps, reruns, _histograms(counters, list(found.get("step_bounds") or []))]
     tokens = CounterMetricFamily("a2a_model_tokens", "Model tokens", labels=["kind"])
     for kind in ("input", "output", "cache_read", "cache_write"):
-        tokens.add_metric([kind], (found.get("tokens") or {}).get(kind, 0))
+        tokens.add_metric([kind], total("tokens", kind))
     out += [
         tokens,
+        CounterMetricFamily("a2a_model_calls", "Model calls", value=total("model_calls")),
+        CounterMetricFamily("a2a_model_cost_usd", "Model spend in USD", value=total("usd")),
         CounterMetricFamily(
-            "a2a_model_calls", "Model calls", value=(found.get("tokens") or {}).get("calls", 0)
-        ),
-        CounterMetricFamily("a2a_model_cost_usd", "Model spend in USD", value=found.get("usd", 0)),
-        CounterMetricFamily(
-            "a2a_budget_stops", "Runs stopped by their budget", value=found.get("budget_stops", 0)
+            "a2a_budget_stops", "Runs stopped by their budget", value=total("budget_stops")
         ),
     ]
     approvals = found.get("approvals") or {}
@@ -91,14 +108,27 @@ def families(found: dict[str, Any]) -> list[Metric]:
     ]
     push = found.get("push") or {}
     deliveries = CounterMetricFamily(
-        "a2a_push_notifications_delivered", "Notifications a receiver took (2xx)",
-        value=push.get("delivered", 0),
+        "a2a_push_deliveries", "Push delivery attempts by outcome (delivered: notifications a "
+        "receiver took; failed: attempts that failed and were retried or dead-lettered)",
+        labels=["outcome"],
     )  # fmt: skip
+    for outcome in ("delivered", "failed"):
+        deliveries.add_metric([outcome], total("push", outcome))
     configs = GaugeMetricFamily("a2a_push_configs", "Push configs by state", labels=["state"])
     for state in ("active", "retrying", "dead"):
         configs.add_metric([state], push.get(state, 0))
     out += [
         deliveries,
+        CounterMetricFamily(
+            "a2a_push_notifications_delivered",
+            "Notifications a receiver took (2xx)",
+            value=total("push", "delivered"),
+        ),
+        CounterMetricFamily(
+            "a2a_push_dead_letters",
+            "Times a push config gave up and went dead",
+            value=total("push", "dead_lettered"),
+        ),
         configs,
         GaugeMetricFamily(
             "a2a_push_outbox_depth",
@@ -112,18 +142,17 @@ def families(found: dict[str, Any]) -> list[Metric]:
     )  # fmt: skip
     for worker in found.get("workers") or []:
         workers.add_metric([worker["executor"], worker["role"]], worker["age_s"])
-    takeovers = found.get("takeovers") or {}
     out += [
         workers,
         CounterMetricFamily(
             "a2a_worker_takeovers",
             "Dead workers whose runs a live one took over",
-            value=takeovers.get("count", 0),
+            value=total("takeovers"),
         ),
         CounterMetricFamily(
             "a2a_worker_takeover_runs",
             "Runs taken over from dead workers",
-            value=takeovers.get("runs", 0),
+            value=total("takeover_runs"),
         ),
     ]
     return out
@@ -137,7 +166,7 @@ def metrics_route(store: MetricsStore) -> Route:
                 {"error": "metrics need a key with the 'operator' scope"}, status_code=403
             )
         try:
-            found = await store.metrics(BUCKETS)
+            found = await store.metrics()
         except StoreUnavailable:
             return JSONResponse({"error": "the database is unavailable"}, status_code=503)
         registry = CollectorRegistry(auto_describe=False)

@@ -66,7 +66,8 @@ WHERE task_id = %(task_id)s AND id = %(id)s
 -- What the receiver took before the failure (up to seq - 1) is acknowledged with it.
 UPDATE push_configs
 SET acked_seq = %(seq)s - 1, delivered = delivered + %(seq)s - 1 - acked_seq,
-    attempts = %(attempts)s, last_error = %(error)s,
+    attempts = %(attempts)s, last_error = %(error)s, failures = failures + 1,
+    dead_lettered = dead_lettered + CASE WHEN %(dead)s AND state <> 'dead' THEN 1 ELSE 0 END,
     next_attempt_at = clock_timestamp() + make_interval(secs => %(delay_s)s),
     state = CASE WHEN %(dead)s THEN 'dead' ELSE state END
 WHERE task_id = %(task_id)s AND id = %(id)s AND acked_seq = %(from_seq)s - 1
