@@ -13,6 +13,9 @@ from a2a_agent.wire import wire_name
 from persistence.records import NewItem
 
 ITEM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# The scopes of the run's own idempotency keys (harness/keys.py): an item of that name would
+# share their keys.
+RESERVED_IDS = frozenset({"plan", "task"})
 ITEM_KEYS = frozenset(
     {
         "id",
@@ -261,6 +264,11 @@ def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
             raise PlanError(
                 f"{where}.id must be a string of letters, digits, '.', '_' or '-' "
                 f"(at most 64, starting with a letter or digit), got {item_id!r}"
+            )
+        if item_id in RESERVED_IDS:
+            raise PlanError(
+                f"{where}.id {item_id!r} is reserved (the run's own steps are keyed by it); "
+                "name the item otherwise"
             )
         if item_id in seen:
             raise PlanError(f"item id {item_id!r} appears twice; item ids must be unique")

@@ -124,13 +124,13 @@ async def test_a_plan_check_that_passes_before_any_work_is_flagged(
     for task in (weak_done, honest_done):
         assert effect_keys(database_url, task.id, "precheck") == [
             ("a:0:precheck", 1),
-            ("plan:0:precheck", 1),
+            ("plan:0:acceptance.precheck", 1),
         ]
         charged = rows(
             database_url,
             "SELECT kind FROM budget_charges WHERE task_id = %s AND key = %s",
             task.id,
-            f"{task.id}:plan:0:precheck",
+            f"{task.id}:plan:0:acceptance.precheck",
         )
         assert charged == [("command",)]
         assert_counts_agree(database_url, task)
@@ -149,7 +149,7 @@ async def test_refuse_fails_a_weak_plan_check_before_any_work(
     assert "the plan's acceptance check `true` already passes" in text and "refuse" in text
     assert [i["status"] for i in plan_of(done)["items"]] == ["pending"]
     # Nothing of the plan was worked or even pre-checked; the plan's check never ran after.
-    assert effect_keys(database_url, done.id, "precheck") == [("plan:0:precheck", 1)]
+    assert effect_keys(database_url, done.id, "precheck") == [("plan:0:acceptance.precheck", 1)]
     assert effect_keys(database_url, done.id, "acceptance") == []
     assert acceptance_of(done)["precheck"]["result"] == "weak"
     assert report_of(done)["acceptance"]["precheck"]["result"] == "weak"
@@ -199,7 +199,7 @@ async def test_a_run_begun_before_plan_prechecks_existed_replays_without_one(
             "WHERE workflow_uuid = %s AND function_id < 0",
             (task.id,),
         )
-        key = f"{task.id}:plan:0:precheck"
+        key = f"{task.id}:plan:0:acceptance.precheck"
         conn.execute("DELETE FROM effects WHERE key = %s", (key,))
         conn.execute("DELETE FROM budget_charges WHERE key = %s", (key,))
         conn.execute(

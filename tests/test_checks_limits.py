@@ -88,21 +88,21 @@ async def test_pre_checks_re_verification_and_probes_are_charged_as_commands(
         task = await send(client, plan_with(breaking_plan(), {"onRegression": "fail"}))
         done = await wait_for(client, task.id, timeout=60)
     assert done.status.state == FAILED
-    # Per item a pre-check, its run and its verify; a round of four checks; three probes
-    # (a's own commit, b, c) to name d. Nothing else was charged, and nothing twice.
+    # Per item a pre-check, its run and its verify; a round of four checks; four probes
+    # (a's own commit, d at HEAD, b, c) to name d. Nothing else was charged, nothing twice.
     assert steps_charged(database_url, done.id) == {
         "precheck": 4,
         "run": 4,
         "verify": 4,
         "reverify": 4,
-        "probe": 3,
+        "probe": 4,
     }
     budget = MessageToDict(done.metadata)["budget"]
-    # After d was done: the four checks run again and the three probes, none of it progress.
-    assert budget["stepsWithoutProgress"]["used"] == 7
+    # After d was done: the four checks run again and the four probes, none of it progress.
+    assert budget["stepsWithoutProgress"]["used"] == 8
     # Commands are not model tool calls: the actions dimension counts none of them.
     assert budget["actions"]["used"] == 0 and budget["actionsByTool"] == {}
-    assert report_of(done)["budget"]["stepsWithoutProgress"]["used"] == 7
+    assert report_of(done)["budget"]["stepsWithoutProgress"]["used"] == 8
 
 
 async def test_re_verification_and_pre_checks_stop_at_the_budget(
@@ -174,6 +174,13 @@ async def test_checks_that_hang_are_cut_off_at_their_timeout(
     assert 1 <= found["durationS"] < 10
     assert "killed after 1 s timeout" in found["outputTail"]
     assert "timed out after 1 s" in done.status.message.parts[0].text
+    # It hung only in the round: on plain exports of a's own commit and of HEAD (b's) it
+    # passes, so no commit broke it and b, the last item, is not blamed.
+    assert found["brokenBy"] is None and found["bisect"]["found"] is False
+    probes = found["bisect"]["probes"]
+    assert [p["commit"] for p in probes] == [items["a"]["commit"], items["b"]["commit"]]
+    assert [p["exitCode"] for p in probes] == [0, 0]
+    assert "passes on a plain export of" in found["bisect"]["why"]
     assert {r["result"] for r in reverified(items["b"])} == {"passed"}
     assert_counts_agree(database_url, done)
 

@@ -46,6 +46,8 @@ def test_defaults_and_float_numbers() -> None:
         ([{"id": "a", "verify": "true", "max_attempts": True}], "whole number"),
         ([{"id": "a", "verify": "true", "title": ""}], "title"),
         (["not an object"], "must be an object"),
+        ([{"id": "plan", "verify": "true"}], "'plan' is reserved"),
+        ([{"id": "task", "verify": "true"}], "'task' is reserved"),
     ],
 )
 def test_refusals(items: list[Any], message: str) -> None:

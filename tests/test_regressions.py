@@ -119,11 +119,12 @@ async def test_a_later_item_that_breaks_an_earlier_check_is_caught_and_named(
     assert found["exitCode"] == 1 and found["atCommit"] == items["d"]["commit"]
     # The bisect named the fourth item's commit, by probing the commits after a's own.
     assert found["brokenBy"] == {"item": "d", "commit": items["d"]["commit"]}
-    # A bisect over b, c, d: a's own commit first (it must pass there), then the middle of
-    # what is left, b (passes), c (passes); d is HEAD, known to fail, so never probed.
+    # A bisect over b, c, d: a's own commit first (it must pass there) and d, HEAD (the
+    # round's failure there was in the workspace; a plain export must fail too), then the
+    # middle of what is left, b (passes), c (passes).
     probed = [p["commit"] for p in found["bisect"]["probes"]]
-    assert probed == [items[i]["commit"] for i in "abc"]
-    assert [p["exitCode"] for p in found["bisect"]["probes"]] == [0, 0, 0]
+    assert probed == [items[i]["commit"] for i in "adbc"]
+    assert [p["exitCode"] for p in found["bisect"]["probes"]] == [0, 1, 0, 0]
     workspace = home / "workspaces" / done.id
     assert commit_subject(workspace, found["brokenBy"]["commit"]) == "Item d: Item d"
     # The other checks still passed; every re-run is a keyed effect, run once.
@@ -170,11 +171,11 @@ async def test_the_bisect_names_a_breaker_in_the_middle_of_the_history(
     after = history[history.index(commits["a"]) + 1 :]
     assert after[: len("bcde")] == [commits[i] for i in "bcde"]
     assert [holds(workspace, commits[i], "a.txt") for i in "abcde"] == [True] + [False] * 4
-    # A real bisect: a's own commit (passes), the middle of b..e (c: fails), then the middle
-    # of b..b (b: fails). Three probes for four candidates; d and e are never probed.
+    # A real bisect: a's own commit (passes) and HEAD, e (fails), then the middle of b..e
+    # (c: fails), then the middle of b..b (b: fails). d is never probed.
     probes = found["bisect"]["probes"]
-    assert [p["commit"] for p in probes] == [commits[i] for i in "acb"]
-    assert [p["exitCode"] for p in probes] == [0, 1, 1]
+    assert [p["commit"] for p in probes] == [commits[i] for i in "aecb"]
+    assert [p["exitCode"] for p in probes] == [0, 1, 1, 1]
     # Each probe's verdict is what git holds at that commit.
     assert all((p["exitCode"] == 0) == holds(workspace, p["commit"], "a.txt") for p in probes)
     assert commit_subject(workspace, commits["b"]) == "Item b: Item b"

@@ -1,13 +1,15 @@
 """The plan's own check: a plan may carry `verify` at the top level (an end-to-end check:
 the project builds and its tests pass). It runs after the last item, as a keyed, recorded,
 sandboxed command; the task completes only if it passes. Its result is in
-`metadata.acceptance` either way, and a failure ends the run as failed with the evidence.
+`metadata.acceptance` either way (and in the report), and a failure ends the run as failed
+with the evidence.
 
 Like an item's, the plan's check is run once before any work (`precheck_task`): one that
 already passes cannot tell the goal met from not met. Policy `on_weak_check` says what
-follows: `refuse` fails the run before any work; `warn` (and `ask`: a person's answer to a
-`weak_check` request applies to an item) records it and goes on, flagged in
-`metadata.acceptance.precheck` and in progress.md.
+follows: `warn` records it and goes on, flagged in `metadata.acceptance.precheck`, the
+report and progress.md; `ask` pauses for a person (a `weak_check` request, `weak_plan_check`:
+approve goes on, flagged; reject fails the run before any work); `refuse` fails the run
+before any work.
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import evidence
 from a2a_agent.harness.keys import effect_key
+from a2a_agent.harness.pauses import asked_here
 from a2a_agent.harness.regressions import reopenings
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.records import Charge, StepRecord, StepView, Transition
 
 SCOPE = "plan"
 PRECHECK = "precheck"
+# The pre-check's key names the acceptance check: `<task>:plan:0:precheck` is also the key
+# of the pre-check of an item whose id is `plan`.
+PRECHECK_STEP = "acceptance.precheck"
+PAUSE_ID = "weak_plan_check"  # an item's is `weak.<item id>`, and `plan` may be an item's id
 
 
 def work_begun(view: StepView) -> bool:
@@ -82,11 +89,16 @@ class AcceptanceCheck:
         if isinstance(before, dict):
             shown[PRECHECK] = before
         if result.passed:
+            # Kept with the check in the policy too: the report of whatever ending follows
+            # (finished, a publish refused, a cancel) shows what metadata.acceptance does.
+            checked = {k: v for k, v in shown.items() if k != PRECHECK}
+            kept = {**(view.policy.get("acceptance") or {}), "checked": checked}
             record = StepRecord(
                 effect_key=key,
                 step="acceptance",
                 result=value,
                 metadata_patch={"acceptance": shown},
+                policy_patch={"acceptance": kept},
                 transitions=[
                     Transition(
                         to_state="working",
@@ -122,12 +134,14 @@ class AcceptanceCheck:
 
     async def precheck_task(self, task_id: str) -> StepResult:
         """The plan's check on the workspace as it is before the first item: once per run."""
-        key = effect_key(task_id, PRECHECK, scope=SCOPE, attempt=0)
+        key = effect_key(task_id, PRECHECK_STEP, scope=SCOPE, attempt=0)
         view = await self.ctx.view(task_id, key=key, budget=True)
         acceptance = view.policy.get("acceptance")
         if not isinstance(acceptance, dict) or view.is_terminal:
             return StepResult.ok()
-        if PRECHECK in acceptance or work_begun(view):
+        if PRECHECK in acceptance:
+            return self._after_asking(view)
+        if work_begun(view):
             return StepResult.ok()
         command = str(acceptance["command"])
         effect = Effect(
@@ -151,6 +165,21 @@ class AcceptanceCheck:
 
         return await self.effects.run(view, effect, perform, conclude)
 
+    @staticmethod
+    def _after_asking(view: StepView) -> StepResult:
+        """The pre-check is recorded. If it asked a person (its effect's outcome says so; a
+        run that warned before `ask` existed says nothing), the run goes on only once a
+        person approved, in a later segment than the one that asked."""
+        asked = view.effect is not None and (view.effect.result or {}).get("outcome") == "paused"
+        if not asked:
+            return StepResult.ok()
+        decided = view.decisions.get(PAUSE_ID)
+        if decided is None or asked_here(decided):
+            return StepResult("paused")  # the step that asked, run again after a crash
+        if decided.decision != "approve":
+            return StepResult("failed")  # ended by `apply_decision` already
+        return StepResult.ok()
+
     async def _prechecked(
         self, view: StepView, acceptance: JSON, key: str, value: JSON, runs: int
     ) -> Concluded:
@@ -173,6 +202,26 @@ class AcceptanceCheck:
             f"weak check: the plan's acceptance check `{result.command}` already passes before "
             "any work (exit 0), so it cannot tell the goal met from not met"
         )
+        if policy == "ask":
+            request = self.effects.pauses.request(
+                view,
+                pause_id=PAUSE_ID,
+                kind="weak_check",
+                options_of="weak_plan_check",
+                summary=f"The plan's acceptance check `{result.command}` already passes before "
+                "any work, so it cannot tell the goal met from not met. Approve to go on with "
+                "it as it is (flagged), or reject (the run fails before any work).",
+                details={"acceptance": result.command, PRECHECK: shown},
+            )
+            record = dataclasses.replace(
+                record,
+                result={**value, "outcome": "paused"},
+                task_state="input_required",
+                status_text=self.effects.pauses.status_text(request),
+                transitions=[self.effects.pauses.transition(request)],
+                pause=request,
+            )
+            return Concluded(record, StepResult("paused", 0, {"pause": request.id}))
         if policy != "refuse":
             note = Transition(
                 to_state="working",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from a2a_agent.harness.acceptance import PAUSE_ID as WEAK_PLAN_CHECK
 from a2a_agent.harness.context import StepContext
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import with_attempt
@@ -129,6 +130,14 @@ class DecisionSteps:
             return StepResult.ok()  # the model is told the plan is unchanged
         if kind == "regression":
             return await self._regression(view, decided, why)
+        if decided.id == WEAK_PLAN_CHECK:
+            if choice == "approve":
+                return StepResult.ok()  # the plan's pre-check finds it and goes on, flagged
+            return await self._stop(
+                view,
+                "the plan's acceptance check already passes before any work and was not "
+                f"approved ({why}); nothing of the plan was worked",
+            )
         if kind == "question" and item is not None:
             if choice == "answer":
                 return await self._answered(view, item, decided)

@@ -27,13 +27,15 @@ class RunEndings:
         self.ctx = ctx
 
     async def report(self, view: StepView, items: list[ItemRow] | None = None) -> JSON:
-        """The final report from the stored items, the commits, the budget ledger and what
-        crashes cost the run (steps re-run, workspaces restored)."""
+        """The final report from the stored items, the commits, the budget ledger, what
+        crashes cost the run (steps re-run, workspaces restored) and, whatever the ending,
+        what the plan's own check found before the work and after it."""
         report = build_report(
             items if items is not None else view.items,
             await self.ctx.workspace(view.task_id).files_changed_since(view.base_sha),
             await self.ctx.guard.budgets.budget_status(view.task_id),
             await self.ctx.runs.run_counts(view.task_id),
+            view.policy.get("acceptance"),
         )
         published = view.policy.get("published")
         return {**report, "publish": published} if published else report
@@ -119,7 +121,7 @@ class RunEndings:
         return outcome.task_state
 
     async def finish(self, view: StepView) -> StepResult:
-        summary = build_report(view.items)["summary"]
+        summary = build_report(view.items, acceptance=view.policy.get("acceptance"))["summary"]
         state = await self._end(
             view, step="finish", state="completed", text=f"Completed: {summary}", reason=summary
         )

@@ -182,7 +182,7 @@ class ModelWork:
             parsed = parse_plan(plan, self.config.plan_limits)
         except PlanError as exc:
             return StepResult("retry", attempt, {"errors": str(exc)})
-        weak = await self.prechecks.weak_in_plan(task_id, attempt, parsed.items)
+        weak = await self.prechecks.weak_in_plan(task_id, attempt, parsed.items, parsed.acceptance)
         if weak:
             return StepResult("retry", attempt, {"errors": "; ".join(weak)})
         view = await self.ctx.view(task_id)

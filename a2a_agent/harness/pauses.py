@@ -14,7 +14,8 @@ Where a run pauses (`kind`):
     plan_review          a drafted plan, before any work (policy review_plan)
     question             a plan item that asks a person (`ask`)
     stale_fact           before an irreversible action, a fact checked again has changed
-    weak_check           an item's check passes before any work (policy on_weak_check: ask)
+    weak_check           an item's check, or the plan's own, passes before any work (policy
+                         on_weak_check: ask)
     regression           a done item's check fails when run again after later items
                          (policy on_regression: ask)
 """
@@ -43,6 +44,7 @@ OPTIONS: dict[str, list[str]] = {
     "stale_fact": ["approve", "reject"],
     "plan_change": ["approve", "reject"],
     "weak_check": ["approve", "skip", "reject"],
+    "weak_plan_check": ["approve", "reject"],  # the plan's own check: nothing to skip
     "regression": ["reopen", "skip", "reject"],
 }
 GOING_ON = frozenset({"approve", "retry", "answer"})

@@ -3,7 +3,9 @@ workspace as it is. A check that already passes cannot tell done from not done (
 `true`, a grep for what the repository already holds); the plan's policy `on_weak_check`
 says what follows: `warn` (record it, flagged, and go on), `ask` (a `weak_check` request),
 or `refuse` (the item fails with the evidence, and the run with it). An item may opt out
-(`"precheck": false`), and its record says so.
+(`"precheck": false`), and its record says so. A plan the model drafts is checked the same
+way before it is accepted, its own top-level `verify` too (`weak_in_plan`): a check that
+already passes goes back to the model as a planning error.
 
 The pre-check is a keyed, recorded step like any other: in the sandbox, charged as a
 command, and never run twice for one item. Its result is the item's attempt 0 in the
@@ -48,6 +50,10 @@ def needs_precheck(item: ItemRow) -> bool:
 WEAK_PLAN_CHECK = (
     "item {item}: its check `{command}` already passes before any work, so it cannot tell "
     "done from not done; write one that fails until the item is done"
+)
+WEAK_ACCEPTANCE = (
+    "the plan's own check (`verify`) `{command}` already passes before any work, so it cannot "
+    "tell the goal met from not met; write one that fails until the goal is met"
 )
 
 
@@ -224,12 +230,15 @@ class PreChecks:
         record = await self.endings.failing_item(view, item, record, history=history)
         return Concluded(record, StepResult("failed", 0))
 
-    async def weak_in_plan(self, task_id: str, attempt: int, items: list[NewItem]) -> list[str]:
+    async def weak_in_plan(
+        self, task_id: str, attempt: int, items: list[NewItem], acceptance: JSON | None = None
+    ) -> list[str]:
         """Pre-check a plan the model drafted, before it is accepted: what to tell the model
-        of each item whose check already passes (items that opt out are not checked). One
-        keyed effect for the whole plan at this planning try."""
+        of each check that already passes, the items' (those that opt out are not checked)
+        and the plan's own (`acceptance`). One keyed effect for the whole plan at this
+        planning try."""
         checked = [i for i in items if i.precheck and not i.ask]
-        if not checked:
+        if not checked and acceptance is None:
             return []
         key = effect_key(task_id, "plancheck", scope=PLAN_SCOPE, attempt=attempt)
         view = await self.ctx.view(task_id, key=key, budget=True)
@@ -239,7 +248,7 @@ class PreChecks:
         )  # fmt: skip
 
         async def perform() -> JSON:
-            found = []
+            found: list[JSON] = []
             for item in checked:
                 result = await self.ctx.run_in_workspace(
                     task_id,
@@ -250,11 +259,23 @@ class PreChecks:
                     timeout_s=item.verify_timeout_s,
                 )
                 found.append({"item": item.item_id, "command": result.as_json()})
+            if acceptance is not None:
+                result = await self.ctx.run_in_workspace(
+                    task_id,
+                    str(acceptance["command"]),
+                    item_id=PLAN_SCOPE,
+                    attempt=0,
+                    key=key,
+                    timeout_s=int(acceptance.get("timeout_s") or 600),
+                )
+                found.append({"acceptance": True, "command": result.as_json()})
             return {"checks": found}
 
         async def conclude(value: JSON, runs: int) -> Concluded:
             weak = [
-                WEAK_PLAN_CHECK.format(item=c["item"], command=c["command"]["command"])
+                WEAK_ACCEPTANCE.format(command=c["command"]["command"])
+                if c.get("acceptance")
+                else WEAK_PLAN_CHECK.format(item=c["item"], command=c["command"]["command"])
                 for c in value["checks"]
                 if CommandResult.from_json(c["command"]).passed
             ]

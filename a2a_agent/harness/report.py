@@ -44,12 +44,26 @@ def verification_counts(items: Sequence[ItemRow]) -> JSON:
     }
 
 
+def acceptance_shown(acceptance: object) -> JSON | None:
+    """The plan's own check as metadata.acceptance shows it, from what the policy keeps of it
+    (`acceptance` there): its last run after the work, if it ran, and its run before any."""
+    if not isinstance(acceptance, dict):
+        return None
+    shown = dict(acceptance.get("checked") or {})
+    before = acceptance.get("precheck")
+    if isinstance(before, dict):
+        shown["precheck"] = dict(before)
+    return shown or None
+
+
 def build_report(
     items: Sequence[ItemRow],
     files_changed: Sequence[str] = (),
     budget: JSON | None = None,
     crashes: JSON | None = None,
+    acceptance: object = None,
 ) -> JSON:
+    """`acceptance`: the policy's `acceptance` (the plan's own check), if the plan has one."""
     done = [i.item_id for i in items if i.status == "done"]
     failed = [i.item_id for i in items if i.status == "failed"]
     skipped = [i.item_id for i in items if i.status == "skipped"]
@@ -71,6 +85,8 @@ def build_report(
     ]
     verification = verification_counts(items)
     weak = [i.item_id for i in items if precheck_result(i) == "weak"]
+    plan_check = acceptance_shown(acceptance)
+    weak_plan = (plan_check or {}).get("precheck", {}).get("result") == "weak"
     summary = (
         f"{len(done)} of {len(items)} items done and verified"
         + (f"; failed: {', '.join(failed)}" if failed else "")
@@ -79,7 +95,11 @@ def build_report(
         + (f"; not reached: {', '.join(remaining)}" if remaining else "")
         + "."
         + (f" Weak checks (passed before the work): {', '.join(weak)}." if weak else "")
+        + (" The plan's own check passed before any work (weak)." if weak_plan else "")
     )
+    # The plan's check is not an item: the counts stay counts of items (metadata.verification
+    # counts the item rows in SQL), and what it found is shown beside them.
+    shown = {"acceptance": plan_check} if plan_check else {}
     return {
         "summary": summary,
         "items_done": done,
@@ -88,6 +108,7 @@ def build_report(
         "items_regressed": regressed_now,
         "checks_passed": checks,
         "verification": verification,
+        **shown,
         "remaining": remaining,
         "files_changed": list(files_changed),
         "budget": {k: v for k, v in (budget or {}).items() if k not in ("limits", "alerts")},

@@ -10,7 +10,8 @@ that declare themselves independent (read-only) run side by side, in lanes of th
 
 An item whose check no longer passes is `regressed`. A bisect over the commits after the
 item's own names the first at which its check fails, and so the item that broke it (each
-probe a keyed effect too, run on a plain export of that commit inside `.git`). Then the
+probe a keyed effect too, run on a plain export of that commit inside `.git`; the item's own
+commit and HEAD are probed first, so both ends are runs of that kind). Then the
 policy `on_regression`: `reopen` (the item is worked again as a new attempt, at most
 REOPEN_LIMIT times), `ask` (a `regression` request: reopen, skip or reject) or `fail`. The
 round's outcome is one recorded step, keyed by the workflow segment and the round's number
@@ -20,10 +21,11 @@ in it (`<task>:task:reverify.s<segment>.<n>`), so a crash after it is recorded r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from a2a_agent.budget import Spend
 from a2a_agent.harness.commands import CommandResult
@@ -31,12 +33,29 @@ from a2a_agent.harness.context import StepContext, ended_by_others
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import evidence
+from a2a_agent.harness.files import remove_within
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.regressions import REOPEN_LIMIT, Regression, reopened, reopenings
 from a2a_agent.harness.results import JSON, StepResult
 from persistence.records import Charge, ItemRow, StepRecord, StepView, Transition
 
 PROBES = "a2a-probe"  # inside .git: never committed, and the box can write there
+
+
+def probe_folder(commit: str | None = None) -> str:
+    """Where a probe's export of `commit` goes (without one: the folder of them all),
+    relative to the workspace."""
+    return f".git/{PROBES}" + (f"/{commit[:12]}" if commit else "")
+
+
+def remove_probe(root: Path, commit: str | None = None) -> None:
+    """A probe's export (without `commit`: every one) removed. The command a probe ran could
+    have left a link on the way (`.git/a2a-probe -> /somewhere`); the harness, outside the
+    box, walks from the workspace's descriptor and never deletes through one. What it cannot
+    remove (a command took a folder's write bit away) stays inside `.git`, never committed:
+    not worth failing the round for."""
+    with contextlib.suppress(OSError):
+        remove_within(root, probe_folder(commit))
 
 
 @dataclass(frozen=True)
@@ -85,7 +104,7 @@ class Reverification:
             if isinstance(bisected, StepResult):
                 return bisected
             found[c.item.item_id] = bisected
-        await asyncio.to_thread(shutil.rmtree, ws.git_dir / PROBES, True)
+        await asyncio.to_thread(remove_probe, ws.root)
         view = await self.ctx.view(task_id, key=key, budget=True)
         if view.is_terminal:
             return StepResult("stopped")
@@ -175,10 +194,10 @@ class Reverification:
         )
 
         async def perform() -> JSON:
-            where = None
+            where, ws = None, self.ctx.workspace(task_id)
             if commit is not None:
-                where = self.ctx.workspace(task_id).git_dir / PROBES / commit[:12]
-                await self.ctx.workspace(task_id).export(commit, where)
+                where = ws.root / probe_folder(commit)
+                await ws.export(commit, where)
             try:
                 result = await self.ctx.run_in_workspace(
                     task_id,
@@ -191,8 +210,8 @@ class Reverification:
                     cwd=where,
                 )
             finally:
-                if where is not None:
-                    await asyncio.to_thread(shutil.rmtree, where, True)
+                if commit is not None:
+                    await asyncio.to_thread(remove_probe, ws.root, commit)
             return {"command": result.as_json()}
 
         async def conclude(value: JSON, runs: int) -> Concluded:
@@ -246,6 +265,21 @@ class Reverification:
                 "found": False,
                 "why": f"its check fails at its own commit {own[:12]} too, so no later item "
                 "broke it (the check or what it depends on outside the workspace changed)",
+                "probes": probes,
+            }
+        # The round's failure at HEAD was a run in the workspace (with what no commit holds,
+        # beside other checks), the probes' runs on plain exports: HEAD is probed too, so the
+        # bisect's two ends are the same kind of run and a check that fails only in the
+        # workspace (a timeout under load, an untracked file) is not blamed on the last item.
+        passed = await probe(head)
+        if isinstance(passed, StepResult):
+            return passed
+        if passed:
+            return {
+                "found": False,
+                "why": f"its check passes on a plain export of {head[:12]}, the commit it "
+                "failed at, so no commit broke it: it failed in the workspace as it was (a "
+                "timeout, or files no commit holds)",
                 "probes": probes,
             }
         good, bad = -1, len(after) - 1  # passes at `own` (good = -1), fails at head
