@@ -31,6 +31,15 @@ class NewItem:
     verify_independent: bool = False
     delegate_to: JSON | None = None  # {"peer", "plan"?}: a peer agent does the item's work
 
+    @property
+    def runs_commands(self) -> bool:
+        """Whether the caller gives commands to run: its own `run`, or `run`s in the plan it
+        has a peer work (which the peer runs under this server's key)."""
+        if self.run is not None:
+            return True
+        sent = (self.delegate_to or {}).get("plan") or {}
+        return any(isinstance(i, dict) and i.get("run") for i in sent.get("items") or [])
+
 
 @dataclass(frozen=True)
 class NewTask:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest, ListTasksRequest
+from a2a.utils.errors import InvalidRequestError
 
 from tests.support.a2a import a2a_client, send, wait_for
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
@@ -94,3 +95,24 @@ async def test_a_child_is_its_parents_principals_and_a_peer_is_called_with_its_k
         peer.env["DATABASE_URL"], "SELECT delivered, last_error FROM push_configs"
     )
     assert delivered > 0 and error is None
+
+
+async def test_commands_in_a_plan_for_a_peer_need_the_run_scope(
+    start_agent: StartAgent, peer: AgentProcess, database_url: str
+) -> None:
+    ours_there = make_key(peer, "ours-at-helper", "read", "submit", "run", "approve")
+    server = start_agent("serve", "deleg-scope", **peer_env(peer, ours_there), **KEYED)
+    caller = make_key(server, "carol", "read", "submit")  # no `run`
+    no_commands = {"goal": "read it", "items": [{"id": "r", "title": "R", "verify": "true"}]}
+    plans = {
+        "with": [delegated_plan(WRITE_HELLO, "test -f hello.txt")],
+        "without": [delegated_plan(no_commands, "true")],
+    }
+    async with a2a_client(server.url, key=caller) as client:
+        with pytest.raises(InvalidRequestError, match="'run' scope"):
+            await send(client, data_message({"plan": {"goal": "g", "items": plans["with"]}}))
+        assert rows(database_url, "SELECT count(*) FROM tasks") == [(0,)]
+        accepted = await send(
+            client, data_message({"plan": {"goal": "g", "items": plans["without"]}})
+        )
+    assert accepted.id

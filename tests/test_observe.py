@@ -23,6 +23,7 @@ from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.otlp import otlp_collector
 from tests.support.processes import StartAgent
+from tests.support.secrets import secret
 from tests.test_auth import make_key
 from tests.test_pauses import plan_with, rows
 from tests.test_prechecks import text_message
@@ -186,3 +187,57 @@ async def test_json_lines_say_which_task_item_and_step(start_agent: StartAgent, 
     steps = {(line.get("item_id"), line.get("step")) for line in ours}
     assert ("x", "verify_item") in steps and (None, "finish") in steps
     assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+
+
+async def test_a_model_calls_span_carries_its_token_counts(
+    start_agent: StartAgent, database_url: str, fake: FakeAnthropic
+) -> None:
+    plan = {"goal": "g", "items": [{"id": "w", "title": "Write w", "verify": "test -f w"}]}
+    fake.add(
+        tool_reply("submit_plan", plan, input_tokens=1234, output_tokens=56, cache_read=7),
+        tool_reply("write_file", {"path": "w", "content": "w\n"}, input_tokens=800),
+        text_reply("Done.", input_tokens=900, output_tokens=9),
+    )
+    with otlp_collector() as (endpoint, collected):
+        env = {
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "50",
+            **model_env(fake),
+        }
+        server = start_agent("serve", "obs-tok", **env)
+        async with a2a_client(server.url) as client:
+            done = await wait_for(client, (await send(client, text_message("write w"))).id)
+        assert done.status.state == COMPLETED
+        deadline = time.monotonic() + 10
+        while len([s for s in collected.of_task(done.id) if s["name"] == "a2a.call_model"]) < 3:
+            assert time.monotonic() < deadline, "the model calls' spans never arrived"
+            time.sleep(0.1)
+        spans = [s for s in collected.of_task(done.id) if s["name"] == "a2a.call_model"]
+    recorded = rows(
+        database_url,
+        "SELECT input_tokens, output_tokens, cache_read_tokens FROM model_calls ORDER BY at",
+    )
+    shown = sorted(
+        (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"],
+         a["gen_ai.usage.cache_read_tokens"])
+        for a in (s["attributes"] for s in spans)
+    )  # fmt: skip
+    assert shown == sorted(recorded) and (1234, 56, 7) in shown
+
+
+async def test_json_lines_hold_no_secret_the_service_was_given(
+    start_agent: StartAgent, fake: FakeAnthropic
+) -> None:
+    fake.add(text_reply("Nothing to do.", input_tokens=10))
+    key = secret("sk-ant-json-lines-key")
+    env = {**model_env(fake), "ANTHROPIC_API_KEY": key, "A2A_AGENT_INSECURE_OPEN": "0"}
+    server = start_agent(
+        "serve", "obs-s", A2A_AGENT_LOG_FORMAT="json", A2A_AGENT_LOG_LEVEL="debug", **env
+    )
+    caller = make_key(server, "ops", "read", "submit")
+    async with a2a_client(server.url, key=caller) as client:
+        await wait_for(client, (await send(client, text_message("say hi"))).id, timeout=60)
+    log = server.log()
+    assert '"task_id"' in log  # the run was logged, in JSON lines
+    assert key not in log and caller not in log and caller.split("_")[-1] not in log

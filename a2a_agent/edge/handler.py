@@ -230,7 +230,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
                 await self.intake.sources.check_remote(new)
             except PlanError as exc:
                 raise InvalidParamsError(str(exc)) from exc
-            if any(i.run for i in new.items):
+            if any(i.runs_commands for i in new.items):
                 scopes.require(context, "run")
             caller_trace = (context.state.get("headers") or {}).get("traceparent")
             new = dataclasses.replace(

@@ -41,7 +41,7 @@ from a2a_agent.harness.delegates import (
 )
 from a2a_agent.harness.effects import Concluded, Effect, Effects
 from a2a_agent.harness.evidence import with_attempt
-from a2a_agent.harness.files import overwrite as overwrite_file
+from a2a_agent.harness.files import overwrite_within
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.plan_harness import to_verification
 from a2a_agent.harness.results import JSON, StepResult
@@ -341,8 +341,7 @@ class Delegator:
         result = found.result or {}
         ws = self.ctx.workspace(task_id)
         shown = report_for_model(found)
-        (ws.root / "delegated").mkdir(exist_ok=True)
-        overwrite_file(ws.root / "delegated" / f"{item_id}.md", report_file(found, shown))
+        overwrite_within(ws.root, f"delegated/{item_id}.md", report_file(found, shown))
         applied = None
         if result.get("diff"):
             applied = await ws.apply_patch(str(result["diff"]).encode())
