@@ -21,6 +21,7 @@ from a2a_agent.database import resolve_database_url, sqlalchemy_url
 from a2a_agent.delivery.process import run_delivery
 from a2a_agent.edge.auth import DEFAULT_SCOPES, SCOPES, new_key
 from a2a_agent.errors import AgentError, ConfigError
+from a2a_agent.liveness import check_alive
 from a2a_agent.nanny import supervise
 from a2a_agent.observe import logs
 from a2a_agent.runtime import Runtime
@@ -90,8 +91,18 @@ def _parser() -> argparse.ArgumentParser:
     cluster.add_argument("--api", type=int, default=2, help="API processes (default 2)")
     cluster.add_argument("--workers", type=int, default=2, help="workers (default 2)")
     cluster.add_argument("--port", type=int, default=8000, help="the first API's port")
-    ping = sub.add_parser("ping", help="exit 0 if this worker's heartbeat is fresh (a probe)")
-    ping.add_argument("--executor-id", help="the worker (A2A_AGENT_EXECUTOR_ID)")
+    ping = sub.add_parser(
+        "ping", help="exit 0 if this process's heartbeat in the database is fresh (a probe)"
+    )
+    ping.add_argument("--executor-id", help="the process (A2A_AGENT_EXECUTOR_ID)")
+    ping.add_argument(
+        "--alive",
+        action="store_true",
+        help="only whether the process is running its loop (no database): a liveness probe",
+    )
+    ping.add_argument(
+        "--max-age", type=float, default=120.0, help="--alive: seconds since its last mark (120)"
+    )
     client_cli.add_commands(sub)
     return parser
 
@@ -265,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"--host {settings.host}: anyone reaching the port could run commands. Bind "
                 "127.0.0.1 (or ::1), or leave it unset and use API keys (a2a-agent keys create)"
             )
+        if args.command == "ping" and args.alive:
+            return check_alive(settings.home, settings.executor_id, args.max_age)
         conninfo = resolve_database_url(settings.database_url, settings.home)
         if args.command == "migrate":
             applied = asyncio.run(migrate(conninfo))

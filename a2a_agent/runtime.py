@@ -8,6 +8,7 @@ import os
 import socket
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -35,6 +36,7 @@ from a2a_agent.harness.pauses import PauseConfig, Pauses, compile_patterns
 from a2a_agent.harness.plan_harness import PlanHarness
 from a2a_agent.harness.sandbox import Sandbox
 from a2a_agent.harness.unpack import Limits
+from a2a_agent.liveness import mark_alive
 from a2a_agent.model.anthropic_adapter import AnthropicModel
 from a2a_agent.observe import tracing
 from a2a_agent.peers import PeerClient
@@ -250,6 +252,7 @@ class Runtime:
                 record_s=settings.record_retention_s,
             ),
             fault=FaultPoint(settings.fault_file, "supervisor"),
+            alive=partial(mark_alive, settings.home, settings.executor_id),
         )
         self._stack = AsyncExitStack()
 

@@ -122,3 +122,21 @@ async def test_compaction_drops_records_and_keeps_the_task_and_its_results(
     assert (home / "workspaces" / running.id).exists()
     diff = httpx.get(f"{server.url}/outputs/{done.id}/diff", timeout=10)
     assert diff.status_code == 200 and b"a.txt" in diff.content
+
+
+async def test_kept_tasks_still_have_orphaned_workspaces_swept(
+    start_agent: StartAgent, home: Path
+) -> None:
+    # Ended tasks kept for ever (0): the sweep of workspaces whose task is gone still runs.
+    orphan = home / "workspaces" / "pruned-elsewhere"
+    orphan.mkdir(parents=True)
+    (orphan / "left.txt").write_text("a workspace of a task no database knows")
+    server = start_agent("serve", "keep-3", A2A_AGENT_TASK_RETENTION_S="0", **FAST)
+    async with a2a_client(server.url) as client:
+        done = await send(client, plan_message([item("a", "echo hi > a.txt", "test -f a.txt")]))
+        assert (await wait_for(client, done.id)).status.state == TaskState.TASK_STATE_COMPLETED
+    deadline = time.monotonic() + 30
+    while orphan.exists():
+        assert time.monotonic() < deadline, "the orphaned workspace was never swept"
+        time.sleep(0.2)
+    assert (home / "workspaces" / done.id / "a.txt").exists()  # a kept task keeps its own

@@ -60,6 +60,7 @@ class DbosEngine:
         retention: Retention,
         fault: Callable[[], None] = lambda: None,
         watch_peers: Callable[[], Awaitable[None]] | None = None,
+        alive: Callable[[], None] = lambda: None,
     ) -> None:
         self._registry = registry
         self._store = store
@@ -105,6 +106,7 @@ class DbosEngine:
             pruner=Pruner(store, retention, self._forget_runs, _workflow_ids),
             fault=fault,
             watch_peers=watch_peers,
+            alive=alive,
         )
 
     async def _forget_runs(self, workflow_ids: list[str]) -> None:

@@ -69,12 +69,20 @@ class Pruner:
         if pruned:
             log.info("pruned %d delivered push config(s) of ended tasks", pruned)
         await self._compact()
+        await self._delete_ended()
+        # Also when ended tasks are kept for ever: another worker's compaction leaves this
+        # machine's copies of their workspaces for the sweep.
+        if self._swept_at is None or time.monotonic() - self._swept_at >= SWEEP_INTERVAL_S:
+            await self.sweep()
+            self._swept_at = time.monotonic()
+
+    async def _delete_ended(self) -> None:
         if self.retention.task_s <= 0:
             return
         while True:
             tasks = await self.store.prune_tasks(self.retention.task_s, BATCH)
             if not tasks:
-                break
+                return
             await self.forget_runs([w for t, s in tasks for w in self.workflow_ids(t, s)])
             for task_id, _ in tasks:
                 await asyncio.to_thread(remove_workspace, self.retention.workspaces, task_id)
@@ -82,10 +90,7 @@ class Pruner:
                 "pruned %d task(s) ended more than %g s ago", len(tasks), self.retention.task_s
             )
             if len(tasks) < BATCH:
-                break
-        if self._swept_at is None or time.monotonic() - self._swept_at >= SWEEP_INTERVAL_S:
-            await self.sweep()
-            self._swept_at = time.monotonic()
+                return
 
     async def _compact(self) -> None:
         if self.retention.record_s <= 0:

@@ -34,8 +34,10 @@ class Supervisor:
         pruner: Pruner | None = None,
         fault: Callable[[], None] = lambda: None,
         watch_peers: Callable[[], Awaitable[None]] | None = None,
+        alive: Callable[[], None] = lambda: None,
     ) -> None:
         self.watch_peers = watch_peers
+        self.alive = alive
         self.registry = registry
         self.store = store
         self.run_worker = run_worker
@@ -60,6 +62,9 @@ class Supervisor:
         last_reconcile = time.monotonic()
         while True:
             await asyncio.sleep(self.beat_s)
+            # Before any database work: a liveness probe tells a hung process from a database
+            # that is away (which this loop waits out).
+            self.alive()
             self.fault()
             try:
                 await self.tick(
