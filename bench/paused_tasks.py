@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -38,6 +39,9 @@ sys.path.insert(0, str(REPO))
 from tests.support.processes import AgentProcess  # noqa: E402
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+# What a waiting task is in the database: its rows, counted after each step.
+STORED = ("tasks", "items", "pauses", "transitions", "events", "checkpoints",
+          "dbos.workflow_status", "dbos.operation_outputs")  # fmt: skip
 TASK_TABLES = ("items", "pauses", "transitions", "events", "checkpoints", "messages")
 
 
@@ -175,6 +179,8 @@ class Bench:
         time.sleep(idle_s)
         after_idle = rss_mb(pid)
         waiting = self.count("SELECT count(*) FROM tasks WHERE state = 'input_required'")
+        stored = {table: self.count(f"SELECT count(*) FROM {table}") for table in STORED}
+        megabytes = self.count("SELECT pg_database_size(current_database()) / 1048576")
         self.stop()
         return {
             "label": label,
@@ -182,6 +188,8 @@ class Bench:
             "ready_s": round(ready_s, 2),
             "rss_at_ready_mb": round(at_ready, 1),
             "rss_after_idle_mb": round(after_idle, 1),
+            "rows": stored,
+            "database_mb": megabytes,
         }
 
 
@@ -192,6 +200,7 @@ def main() -> None:
     parser.add_argument("--counts", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--idle", type=float, default=15.0, help="seconds idle before RSS")
     args = parser.parse_args()
+    print("command:", shlex.join([Path(sys.executable).name, *sys.argv]), flush=True)
     if "user" not in conninfo_to_dict(args.server):
         args.server = make_conninfo(args.server, user="postgres")
     bench = Bench(args.server)
@@ -248,6 +257,10 @@ def main() -> None:
             f"{r['rss_at_ready_mb']:>13} {r['rss_after_idle_mb']:>12} "
             f"{r['rss_after_idle_mb'] - base['rss_after_idle_mb']:>8.1f}"
         )
+    print("rows in the database (and its size):")
+    for r in results:
+        shown = ", ".join(f"{table} {n:,}" for table, n in r["rows"].items())
+        print(f"{r['waiting']:>16,} waiting: {shown}; {r['database_mb']:,} MB")
     print(f"a copied task approved after a restart ({ready:.2f} s to ready): {state} "
           f"in {resumed_s:.2f} s")  # fmt: skip
     print(json.dumps({"results": results, "resumed": state, "resumed_s": round(resumed_s, 2)}))

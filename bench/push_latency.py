@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -225,6 +226,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--slow-s", type=float, default=5.0)
     args = parser.parse_args()
+    print("command:", shlex.join([Path(sys.executable).name, *sys.argv]), flush=True)
     bench = Bench(args.server, args.slow_s)
     out: dict[str, Any] = {}
     try:
