@@ -330,9 +330,12 @@ def git_processes(b: Bench, items: int) -> str:
     )
 
 
+DBOS_PER_STEP: list[float] = []  # the baseline's wall time per step, each run
+
+
 def dbos_life(b: Bench, layout: Sequence[str], idle_s: float) -> float:
     """The DBOS baseline in a process of its own: a workflow of `layout`'s steps doing nothing
-    (none: idle for idle_s); how long it took."""
+    (none: idle for idle_s); how long it took (its time per step in DBOS_PER_STEP)."""
     args = [__file__, "--dbos-child", ",".join(layout), "--child-idle", str(idle_s)]
     out = subprocess.run(
         [sys.executable, *args, "--database-url", b.url],
@@ -340,7 +343,10 @@ def dbos_life(b: Bench, layout: Sequence[str], idle_s: float) -> float:
     )  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"DBOS baseline failed:\n{out.stdout}\n{out.stderr}")
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
+    said = json.loads(out.stdout.strip().splitlines()[-1])
+    if layout:
+        DBOS_PER_STEP.append(float(said["per_step"]))
+    return float(said["seconds"])
 
 
 def short(function_name: str) -> str:
@@ -357,6 +363,7 @@ async def dbos_child(url: str, layout: list[str], idle_s: float) -> None:
     from persistence.engine_connections import engine_connection_factory  # noqa: PLC0415
 
     done = asyncio.Event()
+    span: list[float] = []  # the workflow body's first and last moment
     retry: dict[str, Any] = {"retries_allowed": True, "max_attempts": 12, "interval_seconds": 1.0}
 
     @DBOS.step(**retry)
@@ -369,6 +376,7 @@ async def dbos_child(url: str, layout: list[str], idle_s: float) -> None:
 
     @DBOS.workflow()
     async def flow(names: list[str]) -> None:
+        span.append(time.monotonic())
         for n, name in enumerate(names):
             if name.startswith(PATCH):
                 await DBOS.patch_async(name.removeprefix(PATCH))
@@ -376,6 +384,7 @@ async def dbos_child(url: str, layout: list[str], idle_s: float) -> None:
                 await command(n)
             else:
                 await plain(n)
+        span.append(time.monotonic())
         done.set()
 
     DBOS(
@@ -400,7 +409,8 @@ async def dbos_child(url: str, layout: list[str], idle_s: float) -> None:
         await asyncio.sleep(0.2)  # the workflow's final status
     else:
         await asyncio.sleep(idle_s)
-    print(json.dumps({"seconds": time.monotonic() - started}), flush=True)
+    per_step = (span[-1] - span[0]) / len(layout) if layout else 0.0
+    print(json.dumps({"seconds": time.monotonic() - started, "per_step": per_step}), flush=True)
     DBOS.destroy()
 
 
@@ -580,6 +590,10 @@ def run(b: Bench, args: argparse.Namespace) -> None:
         ["  bookkeeping (wall - commands)", ms(st["per_step"] - st["commands"])],
         ["  inside steps (operation_outputs started > completed)", ms(st["inside"])],
         ["  between steps (record output, workflow body, next check)", ms(st["between"])],
+        ["DBOS alone: the same steps doing nothing (workflow body start > end / steps)",
+         ms(statistics.median(DBOS_PER_STEP))],
+        ["  bookkeeping beyond DBOS alone", ms(st["per_step"] - st["commands"]
+                                              - statistics.median(DBOS_PER_STEP))],
         *[[f"  median {k} step", ms(st[k])] for k in ITEM_STEPS],
         ["  mean item step, first tenth of the plan", ms(st["first"])],
         ["  mean item step, last tenth of the plan", ms(st["last"])],
