@@ -123,6 +123,18 @@ def measure(args: argparse.Namespace, database: str, workers: int, port: int) ->
                 "WHERE workflow_uuid = ANY(%s)",
                 (ids,),
             ).fetchone() or (0,)
+            # Where a task's time went: waiting in the queue (enqueued to its first step),
+            # its steps, and between them (the workflow body, DBOS's own records).
+            (waited, ran, inside) = conn.execute(
+                "SELECT avg(first_ms - w.created_at) / 1000, avg(last_ms - first_ms) / 1000,"
+                " avg(inside_ms) / 1000 FROM dbos.workflow_status w JOIN ("
+                "  SELECT workflow_uuid, min(started_at_epoch_ms) AS first_ms,"
+                "         max(completed_at_epoch_ms) AS last_ms,"
+                "         sum(completed_at_epoch_ms - started_at_epoch_ms) AS inside_ms"
+                "  FROM dbos.operation_outputs WHERE workflow_uuid = ANY(%s)"
+                "  GROUP BY workflow_uuid) o USING (workflow_uuid)",
+                (ids,),
+            ).fetchone() or (0, 0, 0)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(cluster.pid, signal.SIGTERM)
@@ -137,6 +149,9 @@ def measure(args: argparse.Namespace, database: str, workers: int, port: int) ->
         "item_steps_per_s": items / took,
         "steps_per_s": steps / took,
         "workers_used": by_worker,
+        "queued_s": float(waited or 0),
+        "run_s": float(ran or 0),
+        "in_steps_s": float(inside or 0),
     }
 
 
@@ -168,7 +183,9 @@ def main() -> None:
             print(
                 f"{workers} worker(s): {r['seconds']:.1f} s, "
                 f"{r['item_steps_per_s']:.2f} item steps/s, {r['steps_per_s']:.1f} steps/s "
-                f"(all recorded steps), runs spread over {r['workers_used']:.0f} worker(s)",
+                f"(all recorded steps), runs spread over {r['workers_used']:.0f} worker(s); "
+                f"a task waited {r['queued_s']:.2f} s in the queue and ran {r['run_s']:.2f} s "
+                f"({r['in_steps_s']:.2f} s in its steps), on average",
                 flush=True,
             )
     finally:

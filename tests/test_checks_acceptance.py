@@ -180,19 +180,20 @@ async def test_a_run_begun_before_plan_prechecks_existed_replays_without_one(
                 (task.id,),
             ).fetchall()
         )
-        marker = steps["DBOS.patch-plan-precheck"]
+        markers = [steps["DBOS.patch-plan-precheck"], steps["DBOS.patch-lean-steps"]]
         (step,) = [fid for name, fid in steps.items() if name.endswith("precheck_task")]
         snapshot = min(fid for name, fid in steps.items() if name.endswith("snapshot"))
-        assert marker < snapshot < step  # the step runs once the plan is there
+        assert max(markers) < snapshot < step  # the step runs once the plan is there
+        gone = [*markers, step]  # the old code had neither marker (both came later) nor step
         conn.execute(
-            "DELETE FROM dbos.operation_outputs WHERE workflow_uuid = %s AND function_id IN "
-            "(%s, %s)",
-            (task.id, marker, step),
+            "DELETE FROM dbos.operation_outputs WHERE workflow_uuid = %s AND function_id = ANY(%s)",
+            (task.id, gone),
         )
         conn.execute(  # negated first: the primary key holds at every row
-            "UPDATE dbos.operation_outputs SET function_id = -(function_id - 1 - "
-            "(function_id > %s)::int) WHERE workflow_uuid = %s AND function_id > %s",
-            (step, task.id, marker),
+            "UPDATE dbos.operation_outputs SET function_id = -(function_id - "
+            "(SELECT count(*) FROM unnest(%s::int[]) g WHERE g < function_id)) "
+            "WHERE workflow_uuid = %s AND function_id > %s",
+            (gone, task.id, min(gone)),
         )
         conn.execute(
             "UPDATE dbos.operation_outputs SET function_id = -function_id "

@@ -23,7 +23,7 @@ def free_ports(n: int) -> int:
     for _ in range(50):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
+            first = int(probe.getsockname()[1])
         if first + n < 65000 and all(_free(first + i) for i in range(n)):
             return first
     raise RuntimeError("no run of free ports")

@@ -78,14 +78,26 @@ async def test_weak_checks_are_flagged_and_the_honest_one_failed_first(
     assert any("weak check: `test -d .` already passes" in r for r in reasons)
     progress = (home / "workspaces" / done.id / "progress.md").read_text()
     assert "weak check" in progress and "weak (passed before any work): weak" in progress
-    # Each pre-check ran once, as a recorded, keyed effect (the opt-out is recorded too).
+    # Each pre-check ran once, as a recorded, keyed effect; the opt-out ran nothing and has
+    # no step of its own (its first attempt's record says "skipped", as shown above).
     keys = rows(
         database_url,
         "SELECT key, runs FROM effects WHERE task_id = %s AND step = 'precheck' ORDER BY key",
         done.id,
     )
     found = [(k.rsplit(":", 3)[1], n) for k, n in keys]
-    assert found == [("honest", 1), ("optout", 1), ("weak", 1)]
+    assert found == [("honest", 1), ("weak", 1)]
+    # Nor is there a step for the plan's own check, which this plan does not have.
+    steps = {
+        name.rsplit(".", 1)[-1]
+        for (name,) in rows(
+            database_url,
+            "SELECT function_name FROM dbos.operation_outputs WHERE workflow_uuid = %s",
+            done.id,
+        )
+    }
+    assert {"precheck_item", "begin_attempt", "verify_item", "finish"} <= steps
+    assert not steps & {"precheck_task", "accept_task"}
 
 
 async def test_refuse_fails_the_weak_item_with_its_evidence(

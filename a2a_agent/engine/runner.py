@@ -146,10 +146,13 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         return await self._gated(task_id, self.harness.begin_task(task_id))
 
     @DBOS.step(**OUTAGE_RETRY)
-    async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> JSON:
-        return await self._gated(
-            task_id, self.harness.begin_attempt(task_id, item_id, attempt), item_id=item_id
+    async def begin_attempt(
+        self, task_id: str, item_id: str, attempt: int, precheck_skipped: bool = False
+    ) -> JSON:
+        begun = self.harness.begin_attempt(
+            task_id, item_id, attempt, precheck_skipped=precheck_skipped
         )
+        return await self._gated(task_id, begun, item_id=item_id)
 
     # Preemptible: a cancel interrupts the running command instead of waiting for it; the
     # interrupted step's output is not recorded, so a resume re-runs it under the same key.
@@ -326,6 +329,9 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         regressions = await DBOS.patch_async("regressions") if prechecks else False
         publishing = await DBOS.patch_async("publish") if regressions else False
         plan_prechecks = await DBOS.patch_async("plan-precheck") if publishing else False
+        # No step for what does nothing: a pre-check an item opted out of is noted by its
+        # first begin_attempt, and a plan without its own check skips both plan checks.
+        lean = await DBOS.patch_async("lean-steps") if plan_prechecks else False
         snap = (await self._step(self.snapshot(task_id))).payload
         if snap["state"] in TERMINAL_STATES:
             raise RunStopped  # ended before this run began (canceled while queued)
@@ -338,11 +344,15 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             await self._plan(task_id)
             await self._step(self.review_plan(task_id))
             snap = (await self._step(self.snapshot(task_id))).payload
-        if plan_prechecks and (await self._step(self.precheck_task(task_id))).outcome == "failed":
+        plan_check = not lean or bool(snap.get("acceptance"))
+        precheck = self.precheck_task(task_id) if plan_prechecks and plan_check else None
+        if precheck is not None and (await self._step(precheck)).outcome == "failed":
             return "failed"  # the plan's own check already passed before any work: refused
         rounds = Rounds(segment)
         while True:
-            walked = await self._walk(task_id, snap, rounds if regressions else None, prechecks)
+            walked = await self._walk(
+                task_id, snap, rounds if regressions else None, prechecks, lean=lean
+            )
             if walked == "walked" and regressions:
                 # Every item has an outcome: every done item's check must still pass.
                 walked = await self._reverified(task_id, rounds)
@@ -352,7 +362,9 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             if walked != "walked":
                 return walked
             break
-        if prechecks and (await self._step(self.accept_task(task_id))).outcome == "failed":
+        plan_check = not lean or bool(snap.get("acceptance"))
+        accept = self.accept_task(task_id) if prechecks and plan_check else None
+        if accept is not None and (await self._step(accept)).outcome == "failed":
             return "failed"  # the plan's own check did not pass: the run ended there
         wanted = publishing and snap.get("publish")
         published = await self._step(self.publish(task_id)) if wanted else None
@@ -360,7 +372,9 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             return "failed"  # not published (refused, or the branch moved on): recorded
         return str((await self._step(self.finish(task_id))).payload["state"])
 
-    async def _walk(self, task_id: str, snap: JSON, rounds: Rounds | None, prechecks: bool) -> str:
+    async def _walk(
+        self, task_id: str, snap: JSON, rounds: Rounds | None, prechecks: bool, *, lean: bool
+    ) -> str:
         """Work the plan's items in order: `walked` once each has an outcome, `reopened` if
         a re-verification round reopened one, else how the run ended."""
         every = int(snap.get("reverify_every") or 0)
@@ -368,7 +382,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         for item in snap["items"]:
             was = item["status"]
             outcome = await self._work_item(
-                task_id, item, int(item["attempts"]), precheck=prechecks
+                task_id, item, int(item["attempts"]), precheck=prechecks, lean=lean
             )
             if outcome not in ("done", "skipped"):
                 return outcome
@@ -389,12 +403,15 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         return "walked" if checked.outcome == "ok" else checked.outcome
 
     async def _work_item(
-        self, task_id: str, item: JSON, attempt: int, *, precheck: bool = True
+        self, task_id: str, item: JSON, attempt: int, *, precheck: bool = True, lean: bool = False
     ) -> str:
         item_id, status = str(item["id"]), str(item["status"])
         if status in ("done", "failed", "skipped"):
             return status
-        if precheck and status == "pending" and attempt == 0:
+        noted = False  # the pre-check's "skipped" goes into the first begin_attempt's record
+        if precheck and status == "pending" and attempt == 0 and lean:
+            noted = not item.get("precheck", True)
+        if precheck and status == "pending" and attempt == 0 and not noted:
             try:
                 checked = await self._step(self.precheck_item(task_id, item_id))
             except ItemRestart:
@@ -404,7 +421,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
                     return "failed"
         if status == "pending":
             attempt += 1
-            await self._step(self.begin_attempt(task_id, item_id, attempt))
+            await self._step(self.begin_attempt(task_id, item_id, attempt, noted))
         verifying = status == "verifying"
         if item.get("ask") and not verifying:
             await self._step(self.ask_item(task_id, item_id, attempt))  # the answer moves it on

@@ -125,13 +125,22 @@ class PlanHarness:
                 "ask": i.ask is not None,
                 "facts": bool(i.facts),
                 "delegate": i.delegate_to is not None,
+                # Whether a pre-check command runs (an opted-out or asking item has none).
+                "precheck": i.precheck and i.ask is None,
             }
             for i in view.items
         ]
         every = view.policy.get("reverify_every")
         publish = bool(view.policy.get("publish"))
+        acceptance = isinstance(view.policy.get("acceptance"), dict)
         return StepResult.ok(
-            {"state": view.state, "items": items, "reverify_every": every, "publish": publish}
+            {
+                "state": view.state,
+                "items": items,
+                "reverify_every": every,
+                "publish": publish,
+                "acceptance": acceptance,
+            }
         )
 
     async def begin_task(self, task_id: str) -> StepResult:
@@ -175,15 +184,25 @@ class PlanHarness:
         )
         return await self.ctx.advance(view, record)
 
-    async def begin_attempt(self, task_id: str, item_id: str, attempt: int) -> StepResult:
+    async def begin_attempt(
+        self, task_id: str, item_id: str, attempt: int, *, precheck_skipped: bool = False
+    ) -> StepResult:
+        """An attempt begins; `precheck_skipped`: the item has no pre-check to run (it opted
+        out, or a person's answer is its work), which this first record says."""
         view = await self.ctx.view(task_id)
         item = view.item(item_id)
         restored = await self.ctx.check_workspace(view)
+        history = None
+        if precheck_skipped and not any(h.get("attempt") == 0 for h in item.history or []):
+            why = "the item opted out" if not item.precheck else "a person's answer is the work"
+            history = with_attempt(item, 0, precheck={"result": "skipped", "why": why})
         record = StepRecord(
             effect_key=effect_key(task_id, "begin", scope=item_id, attempt=attempt),
             step="begin_item",
             result={},
-            item=ItemChange(item_id=item_id, status="in_progress", attempts=attempt),
+            item=ItemChange(
+                item_id=item_id, status="in_progress", attempts=attempt, history=history
+            ),
             task_state="working",
             status_text=f"Working on item {item_id}: {item.title}",
             transitions=[
