@@ -23,6 +23,7 @@ from a2a_agent.database import embedded_server_uri, sqlalchemy_url
 from persistence.db import Pool, create_pool
 from persistence.migrate import migrate
 from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.peers import StartPeer, peer_starter, webhook_peer
 from tests.support.processes import LOGS, AgentProcess, StartAgent
 from tests.support.secrets import KNOWN_SECRETS
 
@@ -174,3 +175,16 @@ def fake() -> Iterator[FakeAnthropic]:
     """A fake Anthropic Messages API on loopback, scripted by the test."""
     with FakeAnthropic() as server:
         yield server
+
+
+@pytest.fixture
+def start_peer(
+    make_database: Callable[[str | None], str], template_db: str, tmp_path: Path
+) -> Iterator[StartPeer]:
+    """Second instances of this service as peers, each on a database of its own."""
+    yield from peer_starter(make_database, template_db, tmp_path)
+
+
+@pytest.fixture
+def peer(start_peer: StartPeer) -> AgentProcess:
+    return webhook_peer(start_peer)

@@ -10,7 +10,7 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
+from tests.support.peers import StartPeer
 from tests.support.processes import AgentProcess, StartAgent
 from tests.test_auth import make_key
 from tests.test_cli import cli
@@ -31,49 +32,6 @@ COMPLETED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED
 CANCELED = TaskState.TASK_STATE_CANCELED
 WAITING: set[int] = {TaskState.TASK_STATE_INPUT_REQUIRED}
 JSON = dict[str, Any]
-
-
-StartPeer = Callable[..., AgentProcess]
-
-
-def peer_starter(
-    make_database: Callable[[str | None], str], template_db: str, tmp_path: Path
-) -> Iterator[StartPeer]:
-    """Second instances of this service, each with its own database and keys, as peers (the
-    body of the `start_peer` fixture, which other test files define with it)."""
-    started: list[AgentProcess] = []
-
-    def start(**env: str) -> AgentProcess:
-        process = AgentProcess(
-            role="serve",
-            database_url=make_database(template_db),
-            home=tmp_path / f"peer-home-{len(started)}",
-            executor_id=f"peer-{len(started)}",
-            env={"A2A_AGENT_INSECURE_OPEN": "0", **env},
-        )
-        started.append(process)
-        return process.start()
-
-    yield start
-    for process in started:
-        process.kill()
-
-
-@pytest.fixture
-def start_peer(
-    make_database: Callable[[str | None], str], template_db: str, tmp_path: Path
-) -> Iterator[StartPeer]:
-    yield from peer_starter(make_database, template_db, tmp_path)
-
-
-def webhook_peer(start_peer: StartPeer) -> AgentProcess:
-    """A peer that takes our webhook (on loopback, which its guard refuses by default)."""
-    return start_peer(A2A_AGENT_PUSH_ALLOW_HOSTS="127.0.0.1")
-
-
-@pytest.fixture
-def peer(start_peer: StartPeer) -> AgentProcess:
-    return webhook_peer(start_peer)
 
 
 def peer_env(peer: AgentProcess, key: str) -> dict[str, str]:

@@ -4,7 +4,6 @@ called with the key A2A_AGENT_PEERS gives for it (its tasks are that key's princ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,26 +20,11 @@ from tests.test_delegation import (
     SURVEY,
     WRITE_HELLO,
     Routed,
-    StartPeer,
     delegated_plan,
     delegations_of,
     peer_env,
-    peer_starter,
-    webhook_peer,
 )
 from tests.test_pauses import data_message, rows
-
-
-@pytest.fixture
-def start_peer(
-    make_database: Callable[[str | None], str], template_db: str, tmp_path: Path
-) -> Iterator[StartPeer]:
-    yield from peer_starter(make_database, template_db, tmp_path)
-
-
-@pytest.fixture
-def peer(start_peer: StartPeer) -> AgentProcess:
-    return webhook_peer(start_peer)
 
 
 async def test_a_child_is_its_parents_principals_and_a_peer_is_called_with_its_key(

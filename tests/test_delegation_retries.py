@@ -6,7 +6,6 @@ a peer that answers that it cannot take an answer has the person told and asked 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,12 @@ from tests.test_delegation import (
     CANCELED,
     COMPLETED,
     WAITING,
-    StartPeer,
     _remote_of,
     delegated_plan,
     peer_env,
     peer_key,
-    peer_starter,
     peer_tasks,
     until,
-    webhook_peer,
 )
 from tests.test_pauses import data_message, request_of, rows, text_to
 
@@ -38,18 +34,6 @@ ASKING = {
     "items": [{"id": "name", "title": "Pick a name", "ask": "What should it be called?"}],
 }
 NAMED = "grep -q Heron delegated/name.md"
-
-
-@pytest.fixture
-def start_peer(
-    make_database: Callable[[str | None], str], template_db: str, tmp_path: Path
-) -> Iterator[StartPeer]:
-    yield from peer_starter(make_database, template_db, tmp_path)
-
-
-@pytest.fixture
-def peer(start_peer: StartPeer) -> AgentProcess:
-    return webhook_peer(start_peer)
 
 
 def answers(database_url: str, task_id: str) -> list[tuple[Any, ...]]:

@@ -4,12 +4,10 @@ refused and changes nothing; the same call signed by the peer is taken."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -21,26 +19,11 @@ from tests.support.processes import AgentProcess, StartAgent
 from tests.support.waiting import wait_for_row
 from tests.test_delegation import (
     WAITING,
-    StartPeer,
     delegated_plan,
     peer_env,
     peer_key,
-    peer_starter,
-    webhook_peer,
 )
 from tests.test_pauses import data_message, rows
-
-
-@pytest.fixture
-def start_peer(
-    make_database: Callable[[str | None], str], template_db: str, tmp_path: Path
-) -> Iterator[StartPeer]:
-    yield from peer_starter(make_database, template_db, tmp_path)
-
-
-@pytest.fixture
-def peer(start_peer: StartPeer) -> AgentProcess:
-    return webhook_peer(start_peer)
 
 
 class Keys:

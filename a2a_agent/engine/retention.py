@@ -68,45 +68,34 @@ class Pruner:
         pruned = await self.store.prune_pushes(self.retention.push_s)
         if pruned:
             log.info("pruned %d delivered push config(s) of ended tasks", pruned)
-        await self._compact()
-        await self._delete_ended()
+        # First their records (compaction), then whole tasks; each batch's runs and workspaces
+        # go with its rows.
+        await self._in_batches(self.store.compact_tasks, self.retention.record_s, "compacted")
+        await self._in_batches(self.store.prune_tasks, self.retention.task_s, "pruned")
         # Also when ended tasks are kept for ever: another worker's compaction leaves this
         # machine's copies of their workspaces for the sweep.
         if self._swept_at is None or time.monotonic() - self._swept_at >= SWEEP_INTERVAL_S:
             await self.sweep()
             self._swept_at = time.monotonic()
 
-    async def _delete_ended(self) -> None:
-        if self.retention.task_s <= 0:
+    async def _in_batches(
+        self,
+        take: Callable[[float, int], Awaitable[list[tuple[str, int]]]],
+        older_than_s: float,
+        done: str,
+    ) -> None:
+        """`take` ended tasks older than `older_than_s` (0: never), a batch at a time, and
+        forget their runs and workspaces."""
+        if older_than_s <= 0:
             return
         while True:
-            tasks = await self.store.prune_tasks(self.retention.task_s, BATCH)
+            tasks = await take(older_than_s, BATCH)
             if not tasks:
                 return
             await self.forget_runs([w for t, s in tasks for w in self.workflow_ids(t, s)])
             for task_id, _ in tasks:
                 await asyncio.to_thread(remove_workspace, self.retention.workspaces, task_id)
-            log.info(
-                "pruned %d task(s) ended more than %g s ago", len(tasks), self.retention.task_s
-            )
-            if len(tasks) < BATCH:
-                return
-
-    async def _compact(self) -> None:
-        if self.retention.record_s <= 0:
-            return
-        while True:
-            tasks = await self.store.compact_tasks(self.retention.record_s, BATCH)
-            if not tasks:
-                return
-            await self.forget_runs([w for t, s in tasks for w in self.workflow_ids(t, s)])
-            for task_id, _ in tasks:
-                await asyncio.to_thread(remove_workspace, self.retention.workspaces, task_id)
-            log.info(
-                "compacted %d task(s) ended more than %g s ago (records, events, workspaces)",
-                len(tasks),
-                self.retention.record_s,
-            )
+            log.info("%s %d task(s) ended more than %g s ago", done, len(tasks), older_than_s)
             if len(tasks) < BATCH:
                 return
 
