@@ -9,9 +9,9 @@ Commits are counted by pg_stat_database.xact_commit of that database (every tran
 read-only ones too) and by the cluster's next transaction id (the transactions that wrote).
 
 Part 2's plan sets `"precheck": false` on its items, so no item runs its verify before the
-work; each item still passes through its `precheck_item` step (it records "skipped"), and the
+work, and no step stands for that pre-check (the first begin_attempt notes it "skipped"); the
 run ends with a re-verification round (one step, one recorded check per done item) and
-`accept_task`. Every one of those is counted where it falls, and the output says so.
+`finish`. Every one of those is counted where it falls, and the output says so.
 """
 
 from __future__ import annotations
@@ -603,7 +603,7 @@ def run(b: Bench, args: argparse.Namespace) -> None:
         ["CPU per checkpoint: its PostgreSQL backends", ms(cpu[2] / n)],
     ])  # fmt: skip
     print(f"  steps in the window: {counted(st['in_window'])}; the items set \"precheck\": false,"
-          " so each precheck_item step records \"skipped\" and runs no command")  # fmt: skip
+          " so no precheck_item step runs (begin_attempt notes it skipped)")  # fmt: skip
     print(f"  after the window, not in 2a: {counted(st['after'])} (the reverify round ran"
           f" {checks} checks, one recorded effect each)")  # fmt: skip
     bookkeeping = st["per_step"] - st["commands"]
