@@ -10,6 +10,7 @@ larger than the inline limit also travels inside the artifact.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 from dataclasses import dataclass
@@ -75,13 +76,18 @@ async def results(
     if head is None or base is None:
         return [], []
     task_id = view.task_id
-    diff = await ws.read_git(
-        "diff", "--binary", "--full-index", "--no-color", "--no-ext-diff", "--no-textconv",
-        base, head, "--", ".", *EXCLUDED,
-    )  # fmt: skip
     prerequisite = base if _caller_has(view) else None
     revs = f"{head}\n" + (f"^{prerequisite}\n" if prerequisite else "")
-    pack = await ws.read_git(*PACK, stdin=revs.encode())
+    # Three reads of the same commits, each git in a box of its own: side by side, the end
+    # of a run waits for the slowest instead of their sum.
+    diff, pack, changed = await asyncio.gather(
+        ws.read_git(
+            "diff", "--binary", "--full-index", "--no-color", "--no-ext-diff", "--no-textconv",
+            base, head, "--", ".", *EXCLUDED,
+        ),
+        ws.read_git(*PACK, stdin=revs.encode()),
+        changed_files(ws, base, head),
+    )  # fmt: skip
     bundle = bundle_of(pack, head, prerequisite)
     files = [
         OutputFile("diff", DIFF, f"{task_id}.diff", diff),
@@ -95,7 +101,7 @@ async def results(
             "media_type": "application/json",
             "base": base,
             "head": head,
-            "files": await changed_files(ws, base, head),
+            "files": changed,
         },
     ]
     return files, shown

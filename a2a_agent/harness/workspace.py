@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import glob
 import hashlib
 import os
 import shutil
@@ -120,8 +119,12 @@ class Workspace:
     def pid_files(self) -> list[Path]:
         """Every lane's pid file there is (what a dead incarnation may have left running)."""
         found = self.root.parent / PID_DIR
-        lanes = found.glob(f"{glob.escape(self.root.name)}.*.pid") if found.is_dir() else []
-        return sorted(p for p in [self.lane_pid_file(0), *lanes] if p.exists())
+        try:
+            names = os.listdir(found)
+        except FileNotFoundError:
+            return []
+        mine = self.root.name + "."
+        return sorted(found / n for n in names if n.startswith(mine) and n.endswith(".pid"))
 
     def _env(self) -> dict[str, str]:
         return {
