@@ -43,6 +43,7 @@ from a2a_agent.peers import PeerClient
 from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
 from a2a_agent.sources import SourceRules
+from a2a_agent.startup import freeze_startup_objects
 from a2a_agent.watched import FaultPoint, watch
 from persistence.budgets import PostgresBudgets
 from persistence.cache import TaskReadCache
@@ -281,6 +282,7 @@ class Runtime:
             pusher = asyncio.create_task(self.deliverer.run_forever(), name="push-deliverer")
             watch(pusher, "the push deliverer")
             self._stack.push_async_callback(_cancelled, pusher)
+        freeze_startup_objects()
         return self
 
     async def __aexit__(

@@ -21,6 +21,7 @@ from a2a_agent.delivery.guard import AllowList
 from a2a_agent.delivery.signing import Signer
 from a2a_agent.delivery.transport import WebhookClient
 from a2a_agent.settings import Settings
+from a2a_agent.startup import freeze_startup_objects
 from a2a_agent.watched import watch
 from persistence.db import create_pool
 from persistence.migrate import migrate
@@ -68,6 +69,7 @@ async def _deliver(settings: Settings, conninfo: str) -> None:
         )
         task = asyncio.create_task(deliverer.run_forever(), name="push-deliverer")
         watch(task, "the push deliverer")
+        freeze_startup_objects()
         log.info("deliverer %s running (pid %d)", settings.executor_id, os.getpid())
         await stop.wait()
         task.cancel()
