@@ -276,6 +276,12 @@ BEGIN
         WHERE v_report IS NOT NULL;
     END IF;
     PERFORM pg_notify('a2a_task_events', p_task_id);
+    IF v_event <> p_event_seq
+       AND EXISTS (SELECT 1 FROM push_configs WHERE task_id = p_task_id AND state = 'active')
+    THEN
+        -- New events for a receiver: the deliverers' own channel (persistence/notify.py).
+        PERFORM pg_notify('a2a_push_events', p_task_id);
+    END IF;
     IF v_parent IS NOT NULL THEN
         -- A child run: what it asks, and how it ended, shows on its parent.
         PERFORM mirror_to_parent(p_task_id);

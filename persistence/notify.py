@@ -15,7 +15,9 @@ from persistence.cache import TaskReadCache
 
 log = logging.getLogger(__name__)
 CHANNEL = "a2a_task_events"
-LISTEN = sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL))
+# Only the tasks that have an active push config: what a deliverer of its own listens to, so
+# it is not woken by every step of every run (functions.sql, apply_task_change).
+PUSH_CHANNEL = "a2a_push_events"
 TICK_S = 1.0
 
 
@@ -37,8 +39,10 @@ class TaskNotifier:
         cache: TaskReadCache | None = None,
         *,
         tick: Callable[[], None] = lambda: None,
+        channel: str = CHANNEL,
     ) -> None:
         self._conninfo = conninfo
+        self._listen_to = sql.SQL("LISTEN {}").format(sql.Identifier(channel))
         self._cache = cache
         self._tick = tick
         self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
@@ -69,7 +73,7 @@ class TaskNotifier:
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True
                 ) as conn:
-                    await conn.execute(LISTEN)
+                    await conn.execute(self._listen_to)
                     if self._cache is not None:
                         self._cache.reset(enabled=True)
                     delay = 0.2

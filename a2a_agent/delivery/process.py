@@ -25,7 +25,7 @@ from a2a_agent.startup import freeze_startup_objects
 from a2a_agent.watched import watch
 from persistence.db import create_pool
 from persistence.migrate import migrate
-from persistence.notify import TaskNotifier
+from persistence.notify import PUSH_CHANNEL, TaskNotifier
 from persistence.push import PostgresPushStore
 from persistence.secrets import SecretBox
 
@@ -59,7 +59,7 @@ async def _deliver(settings: Settings, conninfo: str) -> None:
         store = PostgresPushStore(pool, SecretBox.from_settings(settings.secret_key, settings.home))
         signer = Signer(settings.url)
         await signer.load(store)
-        notifier = TaskNotifier(conninfo)
+        notifier = TaskNotifier(conninfo, channel=PUSH_CHANNEL)
         watch(await notifier.start(), "the deliverer's event listener")
         stack.push_async_callback(notifier.stop)
         client = WebhookClient(AllowList.parse(settings.push_allow_hosts))

@@ -1,12 +1,17 @@
 -- Push configs (the edge) and their delivery from the event log (the deliverer).
 
 -- name: put_push_config
-INSERT INTO push_configs (task_id, id, owner, url, token, authentication, acked_seq)
-VALUES (%(task_id)s, %(id)s, %(owner)s, %(url)s, %(token)s, %(authentication)s, %(acked_seq)s)
-ON CONFLICT (task_id, id) DO UPDATE
-SET url = excluded.url, token = excluded.token, authentication = excluded.authentication,
-    state = 'active', attempts = 0, last_error = NULL, next_attempt_at = clock_timestamp()
-RETURNING task_id, id, url, token, authentication
+-- The deliverers hear of it at once (the events it is owed may all be older than it).
+WITH put AS (
+    INSERT INTO push_configs (task_id, id, owner, url, token, authentication, acked_seq)
+    VALUES (%(task_id)s, %(id)s, %(owner)s, %(url)s, %(token)s, %(authentication)s,
+            %(acked_seq)s)
+    ON CONFLICT (task_id, id) DO UPDATE
+    SET url = excluded.url, token = excluded.token, authentication = excluded.authentication,
+        state = 'active', attempts = 0, last_error = NULL, next_attempt_at = clock_timestamp()
+    RETURNING task_id, id, url, token, authentication
+)
+SELECT put.*, pg_notify('a2a_push_events', put.task_id) AS told FROM put
 
 -- name: get_push_configs
 SELECT task_id, id, url, token, authentication, acked_seq, state, attempts, delivered, last_error
@@ -77,10 +82,13 @@ SELECT task_id, id, url, acked_seq, attempts, delivered, last_error
 FROM push_configs WHERE state = 'dead' ORDER BY task_id, id
 
 -- name: retry_pushes
-UPDATE push_configs
-SET state = 'active', attempts = 0, next_attempt_at = clock_timestamp()
-WHERE state = 'dead' AND task_id = %(task_id)s AND (%(id)s::text IS NULL OR id = %(id)s)
-RETURNING id
+WITH retried AS (
+    UPDATE push_configs
+    SET state = 'active', attempts = 0, next_attempt_at = clock_timestamp()
+    WHERE state = 'dead' AND task_id = %(task_id)s AND (%(id)s::text IS NULL OR id = %(id)s)
+    RETURNING task_id, id
+)
+SELECT id, pg_notify('a2a_push_events', task_id) AS told FROM retried
 
 -- name: lock_signing_keys
 -- Held while the first key is made: processes that start together make one between them.
