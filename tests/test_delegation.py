@@ -90,6 +90,33 @@ SURVEY = {"id": "survey", "title": "Summarise the repository", "verify": "test -
 CHILD_ITEM = {"id": "count", "title": "CHILD-ITEM count files", "verify": "test -s count.txt"}
 CHILD_PLAN: JSON = {"goal": "CHILD-GOAL count the files", "items": [CHILD_ITEM]}
 ASK_CHILD = {"goal": "count the files", "plan": CHILD_PLAN}
+
+
+def survey_routes() -> Routed:
+    """The parent delegates the count to a child and writes its summary; the child counts."""
+    return Routed(
+        "CHILD-ITEM",
+        parent=[
+            tool_reply("delegate", ASK_CHILD),
+            tool_reply("bash", {"command": "echo surveyed > summary.txt"}),
+            text_reply("summary written"),
+        ],
+        child=[tool_reply("bash", {"command": "echo 3 > count.txt"}), text_reply("counted")],
+    )
+
+
+def sliced_parent(max_tokens: int) -> list[JSON]:
+    """A parent that gives its child a token slice, then does the item itself."""
+    return [
+        tool_reply(
+            "delegate",
+            {"goal": "count the files", "plan": CHILD_PLAN, "budget": {"maxTokens": max_tokens}},
+        ),
+        tool_reply("bash", {"command": "echo counted myself > summary.txt"}),
+        text_reply("did it here"),
+    ]
+
+
 # The child works on a copy of the parent's workspace: the parent's file is there.
 SHARED_CHILD = {
     "goal": "count the files",
@@ -182,14 +209,7 @@ async def test_a_child_over_its_slice_stops_cleanly_and_the_parent_goes_on(
 ) -> None:
     routed = Routed(
         "CHILD-ITEM",
-        parent=[
-            tool_reply(
-                "delegate",
-                {"goal": "count the files", "plan": CHILD_PLAN, "budget": {"maxTokens": 40}},
-            ),
-            tool_reply("bash", {"command": "echo counted myself > summary.txt"}),
-            text_reply("did it here"),
-        ],
+        parent=sliced_parent(40),
         child=[tool_reply("bash", {"command": "echo 3 > count.txt"}), text_reply("counted")],
     )
     fake.add(*routed.entries)
@@ -346,15 +366,7 @@ async def test_a_crash_between_sending_and_recording_makes_one_remote_task(
 async def test_a_crash_after_making_a_child_makes_one_child(
     start_agent: StartAgent, fake: FakeAnthropic, database_url: str, tmp_path: Path
 ) -> None:
-    routed = Routed(
-        "CHILD-ITEM",
-        parent=[
-            tool_reply("delegate", ASK_CHILD),
-            tool_reply("bash", {"command": "echo surveyed > summary.txt"}),
-            text_reply("summary written"),
-        ],
-        child=[tool_reply("bash", {"command": "echo 3 > count.txt"}), text_reply("counted")],
-    )
+    routed = survey_routes()
     fake.add(*routed.entries)
     fault = tmp_path / "fault"
     fault.write_text("delegation-sent")

@@ -11,18 +11,17 @@ from a2a.types.a2a_pb2 import GetTaskRequest, ListTasksRequest
 from a2a.utils.errors import InvalidRequestError
 
 from tests.support.a2a import a2a_client, send, wait_for
-from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
+from tests.support.fake_anthropic import FakeAnthropic, model_env
 from tests.support.processes import AgentProcess, StartAgent
 from tests.test_auth import KEYED, make_key, rpc
 from tests.test_delegation import (
-    ASK_CHILD,
     COMPLETED,
     SURVEY,
     WRITE_HELLO,
-    Routed,
     delegated_plan,
     delegations_of,
     peer_env,
+    survey_routes,
 )
 from tests.test_pauses import data_message, rows
 
@@ -31,15 +30,7 @@ async def test_a_child_is_its_parents_principals_and_a_peer_is_called_with_its_k
     start_agent: StartAgent, fake: FakeAnthropic, peer: AgentProcess, database_url: str, home: Path
 ) -> None:
     ours_there = make_key(peer, "ours-at-helper", "read", "submit", "run", "approve")
-    routed = Routed(
-        "CHILD-ITEM",
-        parent=[
-            tool_reply("delegate", ASK_CHILD),
-            tool_reply("bash", {"command": "echo surveyed > summary.txt"}),
-            text_reply("summary written"),
-        ],
-        child=[tool_reply("bash", {"command": "echo 3 > count.txt"}), text_reply("counted")],
-    )
+    routed = survey_routes()
     fake.add(*routed.entries)
     server = start_agent(
         "serve", "deleg-auth", **model_env(fake), **peer_env(peer, ours_there), **KEYED

@@ -26,6 +26,7 @@ from tests.test_delegation import (
     budget_of,
     conversations,
     delegations_of,
+    sliced_parent,
 )
 from tests.test_pauses import data_message, rows
 
@@ -121,14 +122,7 @@ async def test_a_child_that_crosses_its_slice_mid_run_stops_cleanly(
     parent reads a failed report, counts what the child spent, and goes on."""
     routed = Routed(
         "CHILD-ITEM",
-        parent=[
-            tool_reply(
-                "delegate",
-                {"goal": "count the files", "plan": CHILD_PLAN, "budget": {"maxTokens": 60_000}},
-            ),
-            tool_reply("bash", {"command": "echo counted myself > summary.txt"}),
-            text_reply("did it here"),
-        ],
+        parent=sliced_parent(60_000),
         child=[
             tool_reply("bash", {"command": "echo partial > partial.txt"}),
             tool_reply("bash", {"command": "echo 3 > count.txt"}, output_tokens=80_000),

@@ -47,7 +47,6 @@ def assert_results(done: Task, server_url: str, tmp_path: Path) -> None:
     (seed / "README.md").write_text("# Tool\n")
     (seed / "src" / "app.py").write_text("print('hi')\n")
     subprocess.run(["git", "apply", "--check", "-"], cwd=seed, input=diff, check=True)
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path / "seed", check=True)
     listed = subprocess.run(
         ["git", "bundle", "list-heads", str(bundle)], capture_output=True, text=True, check=True
     ).stdout

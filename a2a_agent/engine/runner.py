@@ -344,8 +344,9 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             await self._plan(task_id)
             await self._step(self.review_plan(task_id))
             snap = (await self._step(self.snapshot(task_id))).payload
-        plan_check = not lean or bool(snap.get("acceptance"))
-        precheck = self.precheck_task(task_id) if plan_prechecks and plan_check else None
+        precheck = (
+            self.precheck_task(task_id) if plan_prechecks and _plan_check(snap, lean) else None
+        )
         if precheck is not None and (await self._step(precheck)).outcome == "failed":
             return "failed"  # the plan's own check already passed before any work: refused
         rounds = Rounds(segment)
@@ -362,8 +363,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             if walked != "walked":
                 return walked
             break
-        plan_check = not lean or bool(snap.get("acceptance"))
-        accept = self.accept_task(task_id) if prechecks and plan_check else None
+        accept = self.accept_task(task_id) if prechecks and _plan_check(snap, lean) else None
         if accept is not None and (await self._step(accept)).outcome == "failed":
             return "failed"  # the plan's own check did not pass: the run ended there
         wanted = publishing and snap.get("publish")
@@ -461,3 +461,9 @@ class Rounds:
     def next(self) -> str:
         self.count += 1
         return f"s{self.segment}.{self.count}"
+
+
+def _plan_check(snap: JSON, lean: bool) -> bool:
+    """Whether the plan's own check has steps to run: always in runs begun before
+    `lean-steps`, else only when the plan has a top-level verify."""
+    return not lean or bool(snap.get("acceptance"))

@@ -29,20 +29,30 @@ _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def overwrite(path: Path, text: str) -> None:
-    data = text.encode()
+    """`text` as the file at `path` (its folder trusted; the file itself never a link)."""
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fd = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644
-        )
-    except OSError:  # a symbolic link (ELOOP), a FIFO nobody reads (ENXIO), something else
-        _remove(path)
-        fd = _create(path)
+        _overwrite_at(folder, path.name, text.encode())
+    finally:
+        os.close(folder)
+
+
+def _overwrite_at(folder: int, name: str, data: bytes) -> None:
+    """Write over the old bytes of `name` in `folder`, then cut it to length; whatever is
+    there that is not a regular file of its own (a link, a FIFO, a hard link) is replaced."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, 0o644, dir_fd=folder)
+    except OSError:  # a symbolic link (ELOOP), a FIFO nobody reads (ENXIO), a folder (EISDIR)
+        with contextlib.suppress(FileNotFoundError):  # else the open below says why
+            os.unlink(name, dir_fd=folder)  # a folder stays: IsADirectoryError
+        fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=folder)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
             os.close(fd)
-            _remove(path)
-            fd = _create(path)
+            os.unlink(name, dir_fd=folder)
+            fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=folder)
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
     finally:
@@ -68,16 +78,6 @@ def read_regular(path: Path, cap: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
-
-
-def _create(path: Path) -> int:
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        raise IsADirectoryError(f"{path} is a directory; the harness writes a file there")
-    path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -107,24 +107,8 @@ def _folder_within(root: Path, parts: Sequence[str]) -> Iterator[int]:
 def overwrite_within(root: Path, relative: str, text: str) -> None:
     """`overwrite` of `root/relative`, its folders walked without following a link."""
     *folders, name = relative.split("/")
-    data = text.encode()
     with _folder_within(root, folders) as folder:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        try:
-            fd = os.open(name, flags, 0o644, dir_fd=folder)
-        except OSError:
-            os.unlink(name, dir_fd=folder)
-            fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=folder)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                os.close(fd)
-                os.unlink(name, dir_fd=folder)
-                fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=folder)
-            os.pwrite(fd, data, 0)
-            os.ftruncate(fd, len(data))
-        finally:
-            os.close(fd)
+        _overwrite_at(folder, name, text.encode())
 
 
 def fresh_directory_within(root: Path, relative: str) -> Path:

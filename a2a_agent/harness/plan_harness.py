@@ -20,7 +20,7 @@ from a2a_agent.harness.endings import RunEndings
 from a2a_agent.harness.evidence import evidence, with_attempt
 from a2a_agent.harness.keys import effect_key
 from a2a_agent.harness.out_of_attempts import out_of_attempts
-from a2a_agent.harness.prechecks import PreChecks
+from a2a_agent.harness.prechecks import PreChecks, skipped_because
 from a2a_agent.harness.publish import Publisher
 from a2a_agent.harness.results import JSON, StepResult
 from a2a_agent.harness.reverify import Reverification
@@ -194,8 +194,8 @@ class PlanHarness:
         restored = await self.ctx.check_workspace(view)
         history = None
         if precheck_skipped and not any(h.get("attempt") == 0 for h in item.history or []):
-            why = "the item opted out" if not item.precheck else "a person's answer is the work"
-            history = with_attempt(item, 0, precheck={"result": "skipped", "why": why})
+            shown = {"result": "skipped", "why": skipped_because(item)}
+            history = with_attempt(item, 0, precheck=shown)
         record = StepRecord(
             effect_key=effect_key(task_id, "begin", scope=item_id, attempt=attempt),
             step="begin_item",

@@ -57,6 +57,11 @@ WEAK_ACCEPTANCE = (
 )
 
 
+def skipped_because(item: ItemRow) -> str:
+    """Why an item has no pre-check to run, as its record says."""
+    return "the item opted out" if not item.precheck else "a person's answer is the work"
+
+
 class PreChecks:
     def __init__(self, ctx: StepContext, effects: Effects, endings: RunEndings) -> None:
         self.ctx = ctx
@@ -70,8 +75,7 @@ class PreChecks:
         if not needs_precheck(item):
             return StepResult.ok()
         if not item.precheck or item.ask:
-            why = "the item opted out" if not item.precheck else "a person's answer is the work"
-            return await self._record_skipped(view, item, key, why)
+            return await self._record_skipped(view, item, key, skipped_because(item))
         effect = Effect(
             key=key,
             step=PRECHECK,
