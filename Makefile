@@ -56,9 +56,11 @@ typecheck: $(DEV_STAMP)
 test: sandbox browser lint typecheck
 	$(BIN)/pytest -n 2
 
-## Everything but the slow tests.
-test-fast: sandbox browser lint typecheck
-	$(BIN)/pytest -n 2 -m "not slow"
+## The unit and store tiers: every test that needs no whole server, process, browser or
+## other project's client (those are marked served, processes, slow, clients; see
+## docs/ARCHITECTURE.md, "Test tiers"). `make test` runs them all.
+test-fast: sandbox lint typecheck
+	$(BIN)/pytest -n 2 -m "not slow and not clients and not processes and not served"
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/checkpoint_overhead.py

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
 from a2a.server.routes.rest_routes import create_rest_routes
 from starlette.applications import Starlette
-from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
@@ -20,11 +20,12 @@ from a2a_agent.edge.fast_reads import FastGetTask
 from a2a_agent.edge.files import file_routes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
-from a2a_agent.edge.peer_hooks import peer_routes
-from a2a_agent.edge.request_checks import RequestLimits, StrictContentType
+from a2a_agent.edge.peer_hooks import PEER_NOTIFY_PREFIX, peer_routes
+from a2a_agent.edge.request_checks import RequestLimits, StrictContentType, TrustedHosts
 from a2a_agent.edge.streams import ResumableStreams
 from a2a_agent.edge.workspace_intake import SourceIntake
-from a2a_agent.harness.unpack import Limits
+from a2a_agent.engine import LaunchedEngine
+from a2a_agent.harness.workspace.unpack import Limits
 from a2a_agent.observe.metrics import metrics_route
 from a2a_agent.runtime import Runtime, plan_limits, source_rules
 from a2a_agent.settings import Settings
@@ -35,8 +36,15 @@ from persistence.operator import PostgresOperatorStore
 JSONRPC_PATH = "/"
 
 
-def create_app(settings: Settings, conninfo: str) -> Starlette:
-    runtime = Runtime(settings, conninfo, role="serve")
+def create_app(
+    settings: Settings,
+    conninfo: str,
+    *,
+    engine: Callable[[Runtime], LaunchedEngine] | None = None,
+) -> Starlette:
+    """The app and everything behind it; nothing global happens until its lifespan starts.
+    `engine` replaces DBOS (the in-process tests give a recording fake)."""
+    runtime = Runtime(settings, conninfo, role="serve", engine=engine)
     handler = AgentRequestHandler(
         store=runtime.store,
         replies=runtime.replies,
@@ -46,25 +54,21 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
         notifier=runtime.notifier,
         intake=Intake(
             limits=plan_limits(settings),
-            max_message_bytes=settings.max_message_bytes,
+            max_message_bytes=settings.intake.max_message_bytes,
             model_available=runtime.model is not None,
-            budget_defaults=settings.budget_defaults,
-            budget_caps=settings.budget_caps,
+            budget_defaults=settings.budget.defaults,
+            budget_caps=settings.budget.caps,
             sources=SourceIntake(
                 rules=source_rules(settings),
-                unpack=Limits(settings.max_input_files, settings.max_unpacked_bytes),
-                max_input_bytes=settings.max_input_bytes,
-                public_url=settings.url,
+                unpack=Limits(settings.intake.max_input_files, settings.intake.max_unpacked_bytes),
+                max_input_bytes=settings.intake.max_input_bytes,
+                public_url=settings.server.url,
             ),
-            policy_defaults={
-                "on_item_failure": settings.on_item_failure,
-                "on_regression": settings.on_regression,
-                "budget_pause": settings.budget_pause,
-            },
+            policy_defaults=settings.policy.defaults(),
             smallest_call=SmallestCall(
-                model=settings.model,
-                output_tokens=min(settings.model_min_tokens, settings.model_max_tokens),
-                prices=settings.prices,
+                model=settings.model.name,
+                output_tokens=min(settings.model.min_tokens, settings.model.max_tokens),
+                prices=settings.budget.prices,
             ),
         ),
     )
@@ -83,7 +87,7 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
             "database": health.database,
             "schema_current": health.schema_current,
             "heartbeat_fresh": health.heartbeat_fresh,
-            "executor_id": settings.executor_id,
+            "executor_id": settings.worker.executor_id,
         }
         return JSONResponse(body, status_code=200 if health.ready else 503)
 
@@ -98,7 +102,7 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
         model_configured=runtime.model is not None,
         jsonrpc_path=JSONRPC_PATH,
     )
-    verifier = None if settings.insecure_open else KeyVerifier(runtime.keys)
+    verifier = None if settings.server.insecure_open else KeyVerifier(runtime.keys)
     dashboard = Dashboard(
         handler=handler,
         tasks=runtime.store,
@@ -107,8 +111,8 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
         push=runtime.push,
         outbox=runtime.push,
         verifier=verifier,
-        pause_pct=settings.budget_pause_pct,
-        secure_cookie=settings.url.startswith("https://"),
+        pause_pct=settings.budget.pause_pct,
+        secure_cookie=settings.server.url.startswith("https://"),
     )
     # Our own routes and the card first: the REST routes end in a catch-all /{tenant} mount.
     routes: list[BaseRoute] = [
@@ -121,22 +125,31 @@ def create_app(settings: Settings, conninfo: str) -> Starlette:
         *peer_routes(runtime.peer_watch, runtime.secrets.tag),
         *dashboard.routes(),
         metrics_route(PostgresMetricsStore(runtime.pool)),
-        *create_jsonrpc_routes(handler, JSONRPC_PATH),
-        *create_rest_routes(handler),
+        *create_jsonrpc_routes(handler, JSONRPC_PATH, enable_v0_3_compat=True),
+        *create_rest_routes(handler, enable_v0_3_compat=True),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    # The door, outermost first: the Host check, the key (before anything reads the body),
+    # the body's type, the request's limits (which read the body once and hand it on), then
+    # the stream ids and the fast GetTask.
+    middleware = [
+        Middleware(
+            TrustedHosts, allowed_hosts=settings.server.host_names, jsonrpc_path=JSONRPC_PATH
+        ),
+        Middleware(RequireKey, verifier=verifier, jsonrpc_path=JSONRPC_PATH),
+        Middleware(StrictContentType, jsonrpc_path=JSONRPC_PATH),
+        Middleware(
+            RequestLimits,
+            # Files travel base64-encoded inside the JSON.
+            max_bytes=settings.intake.max_message_bytes
+            + settings.intake.max_input_bytes * 4 // 3
+            + 64 * 1024,
+            jsonrpc_path=JSONRPC_PATH,
+            # A peer's notification is public and reads its token first, then at most 1 MiB.
+            unlimited=(PEER_NOTIFY_PREFIX,),
+        ),
+        Middleware(ResumableStreams, ping_s=settings.server.stream_ping_s),
+        Middleware(FastGetTask, handler=handler, path=JSONRPC_PATH),
+    ]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.runtime = runtime
-    app.add_middleware(FastGetTask, handler=handler, path=JSONRPC_PATH)
-    app.add_middleware(ResumableStreams)
-    # Outermost last: the Host check, the body's type, the key, then the request's limits,
-    # before anything reads the request.
-    app.add_middleware(RequireKey, verifier=verifier)
-    app.add_middleware(
-        RequestLimits,
-        # Files travel base64-encoded inside the JSON.
-        max_bytes=settings.max_message_bytes + settings.max_input_bytes * 4 // 3 + 64 * 1024,
-        jsonrpc_path=JSONRPC_PATH,
-    )
-    app.add_middleware(StrictContentType)
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.host_names)
     return app

@@ -10,17 +10,23 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from a2a_agent.errors import AgentError, ConfigError, PlanError
 from a2a_agent.model.types import Usage
+from a2a_agent.plans import shown
 from a2a_agent.wire import wire_name
 from persistence.budgets import Budgets
 
 NUMERIC_LIMITS = ("max_usd", "max_tokens", "max_wall_s", "max_steps_without_progress")
 LIMIT_KEYS = frozenset({*NUMERIC_LIMITS, "max_actions"})
+# maxActions is keyed by tool name ("*" for all tools): a model's tool names are letters,
+# digits, "_" and "-", at most 64.
+TOOL_NAME = re.compile(r"^(\*|[A-Za-z0-9_-]{1,64})$")
+MAX_TOOL_LIMITS = 64
 ALERT_PCT = 50
 
 DEFAULT_LIMITS: dict[str, Any] = {
@@ -78,18 +84,22 @@ def price_for(prices: Mapping[str, Prices], model: str) -> Prices:
 
 
 def _positive(value: Any, where: str, *, whole: bool) -> float:
+    """A limit: a finite number more than 0 (and whole, but for money). A DataPart's numbers
+    arrive as floats, so 5 comes as 5.0; a boolean is not a number, though Python's bool is
+    an int."""
+    kind = "a whole number" if whole else "a number"
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise PlanError(f"{where} must be a number, got {value!r}")
+        raise PlanError(f"{where} must be {kind} more than 0; got {shown(value)}")
     if value <= 0:
-        raise PlanError(f"{where} must be more than 0, got {value}")
+        raise PlanError(f"{where} must be {kind} more than 0; got {shown(value)}")
     if whole and not float(value).is_integer():
-        raise PlanError(f"{where} must be a whole number, got {value}")
+        raise PlanError(f"{where} must be a whole number; got {shown(value)}")
     return float(value)
 
 
 def _check_limits(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
-        raise PlanError(f"{where} must be an object")
+        raise PlanError(f"{where} must be an object; got {shown(raw)}")
     unknown = sorted(set(raw) - LIMIT_KEYS)
     if unknown:
         allowed = sorted(wire_name(key) for key in LIMIT_KEYS)
@@ -102,11 +112,25 @@ def _check_limits(raw: Any, where: str) -> dict[str, Any]:
     if "max_actions" in raw:
         actions = raw["max_actions"]
         if not isinstance(actions, Mapping) or not actions:
-            raise PlanError(f'{where}.maxActions must be an object like {{"bash": 200, "*": 1000}}')
-        limits["max_actions"] = {
-            str(tool): int(_positive(n, f"{where}.maxActions.{tool}", whole=True))
-            for tool, n in actions.items()
-        }
+            raise PlanError(
+                f'{where}.maxActions must be an object like {{"bash": 200, "*": 1000}}; '
+                f"got {shown(actions)}"
+            )
+        if len(actions) > MAX_TOOL_LIMITS:
+            raise PlanError(
+                f"{where}.maxActions names {len(actions)} tools; at most {MAX_TOOL_LIMITS}"
+            )
+        limits["max_actions"] = {}
+        for tool, n in actions.items():
+            if not isinstance(tool, str) or not TOOL_NAME.fullmatch(tool):
+                raise PlanError(
+                    f"{where}.maxActions has a key that is not a tool name ({shown(tool)}): "
+                    'a tool\'s name is letters, digits, "_" and "-" (at most 64), or "*" for '
+                    "all tools"
+                )
+            limits["max_actions"][tool] = int(
+                _positive(n, f"{where}.maxActions.{tool}", whole=True)
+            )
     return limits
 
 

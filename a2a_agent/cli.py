@@ -12,6 +12,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
 from dbos import run_dbos_database_migrations
@@ -191,7 +192,7 @@ def _run(
     when it is a worker that delivers from a process of its own."""
     if args.no_supervise:
         return _guarded(child)()
-    if settings.run_worker and settings.push_delivery == "process":
+    if settings.worker.run_worker and settings.push.delivery == "process":
         return supervise(_guarded(child), _guarded(lambda: run_delivery(settings, conninfo)))
     return supervise(_guarded(child))
 
@@ -231,7 +232,7 @@ async def _worker(settings: Settings, conninfo: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with Runtime(settings, conninfo, role="worker"):
-        logging.getLogger("a2a_agent").info("worker %s running", settings.executor_id)
+        logging.getLogger("a2a_agent").info("worker %s running", settings.worker.executor_id)
         await stop.wait()
 
 
@@ -245,6 +246,34 @@ def _not_dumpable() -> None:
         logging.getLogger("a2a_agent").warning(
             "could not make the process non-dumpable (errno %d)", ctypes.get_errno()
         )
+
+
+def _serving(settings: Settings) -> str:
+    """What an operator needs at start: where it serves, the key, where the data lives."""
+    where = (
+        f"PostgreSQL at {_without_password(settings.database.url)}"
+        if settings.database.url
+        else f"embedded PostgreSQL in {settings.home / 'pgdata'}"
+    )
+    key = (
+        "authentication OFF (A2A_AGENT_INSECURE_OPEN)"
+        if settings.server.insecure_open
+        else f"admin key in {settings.home / 'admin.key'}"
+    )
+    return (
+        f"a2a-agent serving on http://{settings.server.host}:{settings.server.port}"
+        f" (card: /.well-known/agent-card.json, dashboard: /ui)\n"
+        f"  key: {key}\n  data: {where}; workspaces in {settings.workspaces}\n"
+        f"  worker in this process: {'yes' if settings.worker.run_worker else 'no'}"
+    )
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,19 +295,23 @@ def main(argv: list[str] | None = None) -> int:
             if args.port is not None:
                 changes["port"] = args.port
             changes["run_worker"] = not args.no_worker
-        if getattr(args, "no_supervise", False) and settings.push_delivery == "process":
+        if getattr(args, "no_supervise", False) and settings.push.delivery == "process":
             changes["push_delivery"] = "inline"  # no nanny to fork the deliverer
         settings = settings.with_overrides(**changes)
-        logs.setup(settings.log_format, getattr(logging, settings.log_level.upper()))
-        if settings.insecure_open and args.command == "serve" and not _loopback(settings.host):
+        logs.setup(settings.logging.format, getattr(logging, settings.logging.level.upper()))
+        if (
+            settings.server.insecure_open
+            and args.command == "serve"
+            and not _loopback(settings.server.host)
+        ):
             raise ConfigError(
                 f"A2A_AGENT_INSECURE_OPEN=1 turns authentication off, so it is refused with "
-                f"--host {settings.host}: anyone reaching the port could run commands. Bind "
+                f"--host {settings.server.host}: anyone reaching the port could run commands. Bind "
                 "127.0.0.1 (or ::1), or leave it unset and use API keys (a2a-agent keys create)"
             )
         if args.command == "ping" and args.alive:
-            return check_alive(settings.home, settings.executor_id, args.max_age)
-        conninfo = resolve_database_url(settings.database_url, settings.home)
+            return check_alive(settings.home, settings.worker.executor_id, args.max_age)
+        conninfo = resolve_database_url(settings.database.url, settings.home)
         if args.command == "migrate":
             applied = asyncio.run(migrate(conninfo))
             run_dbos_database_migrations(sqlalchemy_url(conninfo))
@@ -309,12 +342,8 @@ def main(argv: list[str] | None = None) -> int:
 
         # The listening socket belongs to the parent, so it survives a replaced child and
         # requests queue in its backlog meanwhile.
-        sock = _listen(settings.host, settings.port)
-        print(
-            f"a2a-agent serving on http://{settings.host}:{settings.port} "
-            f"(card at /.well-known/agent-card.json; worker: {settings.run_worker})",
-            flush=True,
-        )
+        sock = _listen(settings.server.host, settings.server.port)
+        print(_serving(settings), flush=True)
 
         def serve() -> int:
             app = create_app(settings, conninfo)
@@ -323,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                 log_level="warning",
                 log_config=None,  # our handlers (text or JSON lines), not uvicorn's own
                 timeout_graceful_shutdown=10,
-                http=settings.http,
+                http=settings.server.http,
                 loop="asyncio",  # not uvloop: it forks the whole process for every command
             )
             uvicorn.Server(config).run(sockets=[sock])

@@ -33,6 +33,7 @@ COLORS = {
 }
 LAST_ENTRIES = 8  # the progress entries the live view shows
 ITEM_COLORS = {"done": "green", "failed": "red", "regressed": "red", "skipped": "yellow",
+               "interrupted": "magenta",
                "in_progress": "cyan", "verifying": "cyan"}  # fmt: skip
 
 

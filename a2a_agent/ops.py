@@ -29,13 +29,21 @@ def run_cluster(settings: Settings, conninfo: str, *, apis: int, workers: int, p
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     for n in range(apis):
         name = f"{host}-api-{n + 1}"
-        argv = [*me, "serve", "--no-worker", "--host", settings.host, "--port", str(port + n)]
+        argv = [
+            *me,
+            "serve",
+            "--no-worker",
+            "--host",
+            settings.server.host,
+            "--port",
+            str(port + n),
+        ]
         children.append((name, subprocess.Popen([*argv, "--executor-id", name], env=env)))
     for n in range(workers):
         name = f"{host}-worker-{n + 1}"
         children.append((name, subprocess.Popen([*me, "worker", "--executor-id", name], env=env)))
     print(
-        f"cluster: {apis} API process(es) on http://{settings.host}:{port}"
+        f"cluster: {apis} API process(es) on http://{settings.server.host}:{port}"
         + (f"..{port + apis - 1}" if apis > 1 else "")
         + f", {workers} worker(s), one database",
         flush=True,
@@ -61,7 +69,7 @@ def run_cluster(settings: Settings, conninfo: str, *, apis: int, workers: int, p
             child.send_signal(signal.SIGTERM)
     for _, child in children:
         try:
-            child.wait(settings.shutdown_grace_s + 10)
+            child.wait(settings.worker.shutdown_grace_s + 10)
         except subprocess.TimeoutExpired:
             child.kill()
     return code
@@ -75,13 +83,16 @@ async def ping(settings: Settings, conninfo: str) -> int:
         async with read(pool) as conn:
             cur = await conn.execute(
                 q("get_worker"),
-                {"executor_id": settings.executor_id, "timeout_s": settings.heartbeat_timeout_s},
+                {
+                    "executor_id": settings.worker.executor_id,
+                    "timeout_s": settings.worker.heartbeat_timeout_s,
+                },
             )
             row = await cur.fetchone()
     finally:
         await pool.close()
     if row is None:
-        print(f"{settings.executor_id}: no such worker", file=sys.stderr)
+        print(f"{settings.worker.executor_id}: no such worker", file=sys.stderr)
         return 1
-    print(f"{settings.executor_id}: {'alive' if row['fresh'] else 'stale'} ({row['role']})")
+    print(f"{settings.worker.executor_id}: {'alive' if row['fresh'] else 'stale'} ({row['role']})")
     return 0 if row["fresh"] else 1

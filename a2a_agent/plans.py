@@ -41,6 +41,12 @@ VERIFY_KEYS = COMMAND_KEYS | {"independent"}
 PLAN_KEYS = frozenset({"goal", "items", "policy", "verify"})
 MAX_GOAL_CHARS = 10_000
 MAX_TITLE_CHARS = 500
+MAX_ASK_CHARS = 10_000
+# A command is one argument of `bash -c`: Linux takes at most 128 KiB in one (MAX_ARG_STRLEN),
+# and 30,000 characters are at most 120,000 bytes of UTF-8.
+MAX_COMMAND_CHARS = 30_000
+# A title is one line (progress.md, the CLI, the dashboard): no control characters.
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 POLICY_KEYS = frozenset(
     {
         "review_plan",
@@ -90,23 +96,53 @@ class ParsedPlan:
         ]
 
 
-def _whole_number(value: Any, where: str, *, low: int, high: int) -> int:
-    # DataPart numbers arrive as floats (protobuf Value), so 2 comes back as 2.0.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise PlanError(f"{where} must be a whole number, got {type(value).__name__}")
-    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
-        raise PlanError(f"{where} must be a whole number, got {value}")
-    number = int(value)
-    if not low <= number <= high:
-        raise PlanError(f"{where} must be between {low} and {high}, got {number}")
-    return number
+def shown(value: Any) -> str:
+    """A caller's value as an error message quotes it: short, and in JSON's words."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        quoted = repr(value if len(value) <= 60 else value[:57] + "...")
+        return f"the string {quoted}"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def whole_number(value: Any, where: str, *, low: int, high: int, unit: str = "") -> int:
+    """A whole number in [low, high]. DataPart numbers arrive as floats (protobuf Value), so 2
+    comes as 2.0 (taken) and a boolean is not a number, though Python's bool is an int."""
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and (isinstance(value, int) or (math.isfinite(value) and value.is_integer()))
+        and low <= value <= high
+    )
+    if not ok:
+        of = f" of {unit}" if unit else ""
+        raise PlanError(
+            f"{where} must be a whole number{of} between {low} and {high}; got {shown(value)}"
+        )
+    return int(value)
 
 
 def _command(value: Any, where: str) -> str:
     if not isinstance(value, str):
-        raise PlanError(f"{where} must be a string (a shell command), got {type(value).__name__}")
+        raise PlanError(f"{where} must be a string (a shell command); got {shown(value)}")
     if not value.strip():
         raise PlanError(f"{where} must not be empty")
+    if len(value) > MAX_COMMAND_CHARS:
+        raise PlanError(
+            f"{where} has {len(value)} characters; at most {MAX_COMMAND_CHARS} (put a longer "
+            "script in a file the plan's work writes, or in the workspace you send)"
+        )
     return value
 
 
@@ -123,8 +159,8 @@ def _command_spec(
         _unknown(value.keys(), allowed, where)
         timeout = default_timeout
         if "timeout_s" in value:
-            timeout = _whole_number(
-                value["timeout_s"], f"{where}.timeoutS", low=1, high=max_timeout
+            timeout = whole_number(
+                value["timeout_s"], f"{where}.timeoutS", low=1, high=max_timeout, unit="seconds"
             )
         return _command(value.get("command"), f"{where}.command"), timeout
     return _command(value, where), default_timeout
@@ -132,13 +168,13 @@ def _command_spec(
 
 def _flag(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
-        raise PlanError(f"{where} must be true or false, got {value!r}")
+        raise PlanError(f"{where} must be true or false; got {shown(value)}")
     return value
 
 
 def _one_of(value: Any, where: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
-        raise PlanError(f"{where} must be one of {list(allowed)}, got {value!r}")
+        raise PlanError(f"{where} must be one of {list(allowed)}; got {shown(value)}")
     return str(value)
 
 
@@ -147,7 +183,7 @@ def parse_policy(data: Any) -> dict[str, Any]:
     onExpiry, budgetPause, onWeakCheck, onRegression, reverifyEvery}. Raises PlanError naming
     the problem."""
     if not isinstance(data, Mapping):
-        raise PlanError('"policy" must be an object')
+        raise PlanError(f"policy must be an object; got {shown(data)}")
     _unknown(data.keys(), POLICY_KEYS, "policy")
     policy: dict[str, Any] = {}
     if "review_plan" in data:
@@ -171,12 +207,16 @@ def parse_policy(data: Any) -> dict[str, Any]:
             data["on_regression"], "policy.onRegression", ON_REGRESSION
         )
     if "reverify_every" in data:
-        policy["reverify_every"] = _whole_number(
-            data["reverify_every"], "policy.reverifyEvery", low=1, high=10_000
+        policy["reverify_every"] = whole_number(
+            data["reverify_every"], "policy.reverifyEvery", low=1, high=10_000, unit="items"
         )
     if "approval_expires_s" in data:
-        policy["approval_expires_s"] = _whole_number(
-            data["approval_expires_s"], "policy.approvalExpiresS", low=1, high=MAX_EXPIRES_S
+        policy["approval_expires_s"] = whole_number(
+            data["approval_expires_s"],
+            "policy.approvalExpiresS",
+            low=1,
+            high=MAX_EXPIRES_S,
+            unit="seconds",
         )
     return policy
 
@@ -184,8 +224,9 @@ def parse_policy(data: Any) -> dict[str, Any]:
 def parse_facts(value: Any, where: str) -> list[dict[str, Any]]:
     """The facts an item establishes: [{key, check, maxAgeS}]; the check's output is the value."""
     if not isinstance(value, list) or len(value) > MAX_FACTS:
-        raise PlanError(f"{where} must be a list of at most {MAX_FACTS} facts")
+        raise PlanError(f"{where} must be a list of at most {MAX_FACTS} facts; got {shown(value)}")
     facts: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
     for n, raw in enumerate(value):
         here = f"{where}[{n}]"
         if not isinstance(raw, Mapping):
@@ -193,13 +234,27 @@ def parse_facts(value: Any, where: str) -> list[dict[str, Any]]:
         _unknown(raw.keys(), FACT_KEYS, here)
         key = raw.get("key")
         if not isinstance(key, str) or not ITEM_ID.fullmatch(key):
-            raise PlanError(f"{here}.key must be a name of letters, digits, '.', '_' or '-'")
+            raise PlanError(
+                f"{here}.key must be a name of letters, digits, '.', '_' or '-' (at most 64, "
+                f"starting with a letter or digit); got {shown(key)}"
+            )
+        if key in seen:
+            # One item records its facts in one statement: a key twice would be two values.
+            raise PlanError(
+                f"{here}.key {key!r} appears twice (also {where}[{seen[key]}].key); an item's "
+                "fact keys must be unique"
+            )
+        seen[key] = n
         facts.append(
             {
                 "key": key,
                 "check": _command(raw.get("check"), f"{here}.check"),
-                "max_age_s": _whole_number(
-                    raw.get("max_age_s", 3600), f"{here}.maxAgeS", low=1, high=MAX_EXPIRES_S
+                "max_age_s": whole_number(
+                    raw.get("max_age_s", 3600),
+                    f"{here}.maxAgeS",
+                    low=1,
+                    high=MAX_EXPIRES_S,
+                    unit="seconds",
                 ),
             }
         )
@@ -211,17 +266,18 @@ def _delegate_to(value: Any, where: str, peers: frozenset[str]) -> dict[str, Any
     checks it). The item's own verify command still decides, after the peer's work is in."""
     spec = {"peer": value} if isinstance(value, str) else value
     if not isinstance(spec, Mapping):
-        raise PlanError(f'{where}: delegateTo must be a peer\'s name or {{"peer", "plan"}}')
-    _unknown(spec.keys(), DELEGATE_KEYS, f"{where}: delegateTo")
+        raise PlanError(f'{where} must be a peer\'s name or {{"peer", "plan"}}; got {shown(value)}')
+    _unknown(spec.keys(), DELEGATE_KEYS, where)
     peer = spec.get("peer")
     if not isinstance(peer, str) or peer not in peers:
         known = ", ".join(sorted(peers)) or "none are configured (A2A_AGENT_PEERS)"
-        raise PlanError(f"{where}: delegateTo names no known peer ({peer!r}); peers: {known}")
+        name = repr(peer) if isinstance(peer, str) else shown(peer)
+        raise PlanError(f"{where} names no known peer ({name}); peers: {known}")
     plan = spec.get("plan")
     if plan is not None and (
         not isinstance(plan, Mapping) or not plan.get("goal") or not plan.get("items")
     ):
-        raise PlanError(f"{where}: delegateTo.plan must be a plan with a goal and items")
+        raise PlanError(f"{where}.plan must be a plan with a goal and items")
     return {"peer": peer, **({"plan": dict(plan)} if plan is not None else {})}
 
 
@@ -232,129 +288,150 @@ def _unknown(keys: Any, allowed: frozenset[str], where: str) -> None:
         raise PlanError(f"{where} has unknown field(s) {extra}; allowed: {names}")
 
 
-def parse_plan(data: Any, limits: PlanLimits) -> ParsedPlan:
-    """Validate the value of a `{"plan": ...}` DataPart. Raises PlanError naming the problem."""
+def _text(value: Any, where: str, limit: int, *, one_line: bool = False) -> str:
+    """A string with something in it, at most `limit` characters (and, for a line, no control
+    characters)."""
+    if not isinstance(value, str) or not value.strip():
+        raise PlanError(f"{where} must be a non-empty string; got {shown(value)}")
+    if len(value) > limit:
+        raise PlanError(f"{where} has {len(value)} characters; at most {limit}")
+    if one_line and CONTROL.search(value):
+        raise PlanError(
+            f"{where} must be one line of text without control characters; got {shown(value)}"
+        )
+    return value
+
+
+def parse_plan(data: Any, limits: PlanLimits, *, root: str = "plan") -> ParsedPlan:
+    """Validate the value of a `{"plan": ...}` DataPart. Raises PlanError naming the field
+    (`plan.items[1].verify.timeoutS`) and what it got."""
     if not isinstance(data, Mapping):
-        raise PlanError('"plan" must be an object with "goal" and "items"')
-    _unknown(data.keys(), PLAN_KEYS, "the plan")
+        raise PlanError(f'"{root}" must be an object with "goal" and "items"; got {shown(data)}')
+    _unknown(data.keys(), PLAN_KEYS, root)
     goal = data.get("goal")
     if not isinstance(goal, str) or not goal.strip():
-        raise PlanError("plan.goal must be a non-empty string saying what the plan achieves")
+        raise PlanError(
+            f"{root}.goal must be a non-empty string saying what the plan achieves; "
+            f"got {shown(goal)}"
+        )
     if len(goal) > MAX_GOAL_CHARS:
         raise PlanError(
-            f"plan.goal has {len(goal)} characters; at most {MAX_GOAL_CHARS} (say the details "
+            f"{root}.goal has {len(goal)} characters; at most {MAX_GOAL_CHARS} (say the details "
             "in the items)"
         )
     raw_items = data.get("items")
     if not isinstance(raw_items, list) or not raw_items:
         raise PlanError(
-            "plan.items must be a non-empty list; a plan without items has nothing to do"
+            f"{root}.items must be a non-empty list; a plan without items has nothing to do "
+            f"(got {shown(raw_items)})"
         )
     if len(raw_items) > limits.max_items:
-        raise PlanError(f"plan.items has {len(raw_items)} items; the limit is {limits.max_items}")
+        raise PlanError(f"{root}.items has {len(raw_items)} items; the limit is {limits.max_items}")
     items: list[NewItem] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     for n, raw in enumerate(raw_items):
-        where = f"plan.items[{n}]"
-        if not isinstance(raw, Mapping):
-            raise PlanError(f"{where} must be an object")
-        _unknown(raw.keys(), ITEM_KEYS, where)
-        item_id = raw.get("id")
-        if not isinstance(item_id, str) or not ITEM_ID.fullmatch(item_id):
-            raise PlanError(
-                f"{where}.id must be a string of letters, digits, '.', '_' or '-' "
-                f"(at most 64, starting with a letter or digit), got {item_id!r}"
-            )
-        if item_id in RESERVED_IDS:
-            raise PlanError(
-                f"{where}.id {item_id!r} is reserved (the run's own steps are keyed by it); "
-                "name the item otherwise"
-            )
-        if item_id in seen:
-            raise PlanError(f"item id {item_id!r} appears twice; item ids must be unique")
-        seen.add(item_id)
-        where = f"item {item_id!r}"
-        title = raw.get("title", item_id)
-        if not isinstance(title, str) or not title.strip():
-            raise PlanError(f"{where}: title must be a non-empty string")
-        if len(title) > MAX_TITLE_CHARS:
-            raise PlanError(
-                f"{where}: title has {len(title)} characters; at most {MAX_TITLE_CHARS}"
-            )
-        run, run_timeout = None, None
-        if raw.get("run") is not None:
-            run, run_timeout = _command_spec(
-                raw["run"], f"{where}: run", None, limits.max_verify_timeout_s
-            )
-        ask = raw.get("ask")
-        if ask is not None and (not isinstance(ask, str) or not ask.strip()):
-            raise PlanError(f"{where}: ask must be a non-empty question for a person")
-        if ask is not None and run is not None:
-            raise PlanError(f"{where}: an item that asks a person has no run command")
-        delegate_to = None
-        if raw.get("delegate_to") is not None:
-            delegate_to = _delegate_to(raw["delegate_to"], where, limits.peers)
-            if run is not None or ask is not None:
-                raise PlanError(
-                    f"{where}: an item delegated to a peer has no run command and asks nothing"
-                )
-        irreversible = _flag(raw.get("irreversible", False), f"{where}: irreversible")
-        precheck = _flag(raw.get("precheck", True), f"{where}: precheck")
-        given = raw
-        if "verify" not in raw and ask is not None:
-            # The answer is written to answers/<id>.md: by default the item is done once it is.
-            given = {**raw, "verify": f"test -s answers/{item_id}.md"}
-        if "verify" not in given:
-            raise PlanError(
-                f"{where} has no verify command; every item needs one, and its exit code 0 "
-                "is what marks the item done"
-            )
-        command, timeout = _command_spec(
-            given["verify"],
-            f"{where}: verify",
-            limits.default_verify_timeout_s,
-            limits.max_verify_timeout_s,
-            VERIFY_KEYS,
-        )
-        independent = isinstance(given["verify"], Mapping) and _flag(
-            given["verify"].get("independent", False), f"{where}: verify.independent"
-        )
-        item_timeout = None
-        if "timeout_s" in raw:
-            item_timeout = _whole_number(
-                raw["timeout_s"], f"{where}: timeoutS", low=1, high=limits.max_item_timeout_s
-            )
-        attempts = limits.default_max_attempts
-        if "max_attempts" in raw:
-            attempts = _whole_number(
-                raw["max_attempts"], f"{where}: maxAttempts", low=1, high=MAX_ATTEMPTS_CAP
-            )
-        items.append(
-            NewItem(
-                item_id=item_id,
-                title=title,
-                run=run,
-                verify_command=command,
-                verify_timeout_s=timeout or limits.default_verify_timeout_s,
-                max_attempts=attempts,
-                run_timeout_s=run_timeout,
-                timeout_s=item_timeout,
-                irreversible=irreversible,
-                ask=ask,
-                precheck=precheck,
-                verify_independent=independent,
-                delegate_to=delegate_to,
-                facts=parse_facts(raw["facts"], f"{where}: facts") if "facts" in raw else [],
-            )
-        )
+        items.append(_item(raw, f"{root}.items[{n}]", limits, seen))
+        seen[items[-1].item_id] = n
     policy = parse_policy(data["policy"]) if "policy" in data else None
     acceptance = None
     if data.get("verify") is not None:
         command, timeout = _command_spec(
             data["verify"],
-            "plan.verify",
+            f"{root}.verify",
             limits.default_verify_timeout_s,
             limits.max_verify_timeout_s,
         )
         acceptance = {"command": command, "timeout_s": timeout or limits.default_verify_timeout_s}
     return ParsedPlan(goal=goal, items=items, policy=policy, acceptance=acceptance)
+
+
+def _item(raw: Any, where: str, limits: PlanLimits, seen: Mapping[str, int]) -> NewItem:
+    if not isinstance(raw, Mapping):
+        raise PlanError(f"{where} must be an object; got {shown(raw)}")
+    _unknown(raw.keys(), ITEM_KEYS, where)
+    item_id = raw.get("id")
+    if not isinstance(item_id, str) or not ITEM_ID.fullmatch(item_id):
+        raise PlanError(
+            f"{where}.id must be a string of letters, digits, '.', '_' or '-' "
+            f"(at most 64, starting with a letter or digit); got {shown(item_id)}"
+        )
+    if item_id in RESERVED_IDS:
+        raise PlanError(
+            f"{where}.id {item_id!r} is reserved (the run's own steps are keyed by it); "
+            "name the item otherwise"
+        )
+    if item_id in seen:
+        first = where.rsplit("[", 1)[0] + f"[{seen[item_id]}]"
+        raise PlanError(
+            f"{where}.id: item id {item_id!r} appears twice (also {first}.id); item ids must "
+            "be unique"
+        )
+    title = _text(raw.get("title", item_id), f"{where}.title", MAX_TITLE_CHARS, one_line=True)
+    run, run_timeout = None, None
+    if raw.get("run") is not None:
+        run, run_timeout = _command_spec(
+            raw["run"], f"{where}.run", None, limits.max_verify_timeout_s
+        )
+    ask = raw.get("ask")
+    if ask is not None:
+        ask = _text(ask, f"{where}.ask", MAX_ASK_CHARS)
+        if run is not None:
+            raise PlanError(f"{where}: an item that asks a person has no run command")
+    delegate_to = None
+    if raw.get("delegate_to") is not None:
+        delegate_to = _delegate_to(raw["delegate_to"], f"{where}.delegateTo", limits.peers)
+        if run is not None or ask is not None:
+            raise PlanError(
+                f"{where}: an item delegated to a peer has no run command and asks nothing"
+            )
+    irreversible = _flag(raw.get("irreversible", False), f"{where}.irreversible")
+    precheck = _flag(raw.get("precheck", True), f"{where}.precheck")
+    given = raw
+    if "verify" not in raw and ask is not None:
+        # The answer is written to answers/<id>.md: by default the item is done once it is.
+        given = {**raw, "verify": f"test -s answers/{item_id}.md"}
+    if "verify" not in given:
+        raise PlanError(
+            f"{where} has no verify command; every item needs one, and its exit code 0 "
+            "is what marks the item done"
+        )
+    command, timeout = _command_spec(
+        given["verify"],
+        f"{where}.verify",
+        limits.default_verify_timeout_s,
+        limits.max_verify_timeout_s,
+        VERIFY_KEYS,
+    )
+    independent = isinstance(given["verify"], Mapping) and _flag(
+        given["verify"].get("independent", False), f"{where}.verify.independent"
+    )
+    item_timeout = None
+    if "timeout_s" in raw:
+        item_timeout = whole_number(
+            raw["timeout_s"],
+            f"{where}.timeoutS",
+            low=1,
+            high=limits.max_item_timeout_s,
+            unit="seconds",
+        )
+    attempts = limits.default_max_attempts
+    if "max_attempts" in raw:
+        attempts = whole_number(
+            raw["max_attempts"], f"{where}.maxAttempts", low=1, high=MAX_ATTEMPTS_CAP
+        )
+    return NewItem(
+        item_id=item_id,
+        title=title,
+        run=run,
+        verify_command=command,
+        verify_timeout_s=timeout or limits.default_verify_timeout_s,
+        max_attempts=attempts,
+        run_timeout_s=run_timeout,
+        timeout_s=item_timeout,
+        irreversible=irreversible,
+        ask=ask,
+        precheck=precheck,
+        verify_independent=independent,
+        delegate_to=delegate_to,
+        facts=parse_facts(raw["facts"], f"{where}.facts") if "facts" in raw else [],
+    )

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
@@ -20,24 +21,25 @@ from a2a_agent.delivery.process import delivery_config
 from a2a_agent.delivery.signing import Signer
 from a2a_agent.delivery.transport import WebhookClient
 from a2a_agent.edge.admin_key import ensure_admin_key
+from a2a_agent.engine import LaunchedEngine
 from a2a_agent.engine.dbos_engine import DbosEngine
 from a2a_agent.engine.peer_watch import PeerWatch
 from a2a_agent.engine.retention import Retention
-from a2a_agent.harness.context import HarnessConfig, StepContext
-from a2a_agent.harness.decisions import DecisionSteps
-from a2a_agent.harness.delegates import DelegationConfig
-from a2a_agent.harness.delegation import Delegator
-from a2a_agent.harness.effects import Effects
-from a2a_agent.harness.endings import RunEndings
-from a2a_agent.harness.facts import FactSteps
-from a2a_agent.harness.git_remote import GitRemote
-from a2a_agent.harness.model_work import ModelConfig, ModelWork
-from a2a_agent.harness.pauses import PauseConfig, Pauses, compile_patterns
-from a2a_agent.harness.plan_harness import PlanHarness
-from a2a_agent.harness.sandbox import Sandbox
-from a2a_agent.harness.unpack import Limits
+from a2a_agent.harness.checks.decisions import DecisionSteps
+from a2a_agent.harness.checks.facts import FactSteps
+from a2a_agent.harness.checks.plan_harness import PlanHarness
+from a2a_agent.harness.delegation.delegator import Delegator
+from a2a_agent.harness.delegation.handover import DelegationConfig
+from a2a_agent.harness.kernel.context import HarnessConfig, StepContext
+from a2a_agent.harness.kernel.effects import Effects
+from a2a_agent.harness.kernel.endings import RunEndings
+from a2a_agent.harness.kernel.pauses import PauseConfig, Pauses, compile_patterns
+from a2a_agent.harness.model.model_work import ModelConfig, ModelWork
+from a2a_agent.harness.workspace.git_remote import GitRemote
+from a2a_agent.harness.workspace.sandbox import Sandbox
+from a2a_agent.harness.workspace.unpack import Limits
 from a2a_agent.liveness import mark_alive
-from a2a_agent.model.anthropic_adapter import AnthropicModel
+from a2a_agent.model import ModelClient
 from a2a_agent.observe import tracing
 from a2a_agent.peers import PeerClient
 from a2a_agent.plans import PlanLimits
@@ -66,11 +68,63 @@ from persistence.workers import WorkerIdentity, WorkerRegistry
 
 def plan_limits(settings: Settings) -> PlanLimits:
     return PlanLimits(
-        max_items=settings.max_plan_items,
-        default_max_attempts=settings.default_max_attempts,
-        default_verify_timeout_s=settings.verify_timeout_s,
-        max_verify_timeout_s=settings.command_timeout_s,
-        peers=frozenset(settings.peers),
+        max_items=settings.intake.max_plan_items,
+        default_max_attempts=settings.intake.default_max_attempts,
+        default_verify_timeout_s=settings.commands.verify_timeout_s,
+        max_verify_timeout_s=settings.commands.timeout_s,
+        peers=frozenset(settings.peers.agents),
+    )
+
+
+def harness_config(settings: Settings, sandbox: Sandbox) -> HarnessConfig:
+    """What every step of the harness shares from the settings."""
+    commands, intake = settings.commands, settings.intake
+    return HarnessConfig(
+        workspaces=settings.workspaces,
+        command_env=commands.env,
+        command_timeout_s=commands.timeout_s,
+        output_tail_bytes=commands.output_tail_bytes,
+        executor_id=settings.worker.executor_id,
+        sandbox=sandbox,
+        reverify_parallelism=commands.reverify_parallelism,
+        remote=GitRemote(source_rules(settings), sandbox, timeout_s=commands.clone_timeout_s),
+        unpack=Limits(intake.max_input_files, intake.max_unpacked_bytes),
+        max_download_bytes=intake.max_input_bytes,
+        public_url=settings.server.url,
+        inline_output_bytes=intake.inline_output_bytes,
+        fault_file=settings.fault_file,
+    )
+
+
+def model_client(settings: Settings) -> ModelClient | None:
+    """The model, or None without an API key (text goals and model items are then refused).
+    The SDK is imported only then: it is half of a process's start-up (about 2 s of CPU)."""
+    model = settings.model
+    if not model.api_key:
+        return None
+    from a2a_agent.model.anthropic_adapter import AnthropicModel  # noqa: PLC0415
+
+    return AnthropicModel(
+        api_key=model.api_key,
+        model=model.name,
+        base_url=model.base_url,
+        timeout_s=model.timeout_s,
+        max_retries=model.max_retries,
+    )
+
+
+def model_config(settings: Settings) -> ModelConfig:
+    model = settings.model
+    return ModelConfig(
+        max_tokens=model.max_tokens,
+        min_output_tokens=model.min_tokens,
+        compact_at_tokens=model.compact_at_tokens,
+        max_turns=model.max_turns,
+        plan_tries=model.plan_tries,
+        tool_output_bytes=model.tool_output_bytes,
+        bash_timeout_s=settings.commands.timeout_s,
+        plan_limits=plan_limits(settings),
+        repo_context_tokens=model.repo_context_tokens,
     )
 
 
@@ -88,71 +142,59 @@ class Health:
 class Runtime:
     """Built once per process by the app factory (or the worker command)."""
 
-    def __init__(self, settings: Settings, conninfo: str, *, role: str) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        conninfo: str,
+        *,
+        role: str,
+        engine: Callable[[Runtime], LaunchedEngine] | None = None,
+    ) -> None:
+        """`engine`: made from the runtime instead of DBOS (the in-process tests' recording
+        fake); such a runtime also leaves the garbage collector as it is.
+
+        Everything is built in dependency order, each object from what is built above it:
+        the database, the stores, push delivery, the model and peer clients, the harness
+        kernel, the delegator, the harness steps that hand work to it, the peer watch, the
+        engine."""
         self.settings = settings
+        self._own_process = engine is None
         self.conninfo = conninfo
         self.role = role
-        self.sandbox = Sandbox(
-            enabled=settings.sandbox,
-            network=settings.command_network,
-            hidden=(settings.home, Path.home()),
-            shared=settings.sandbox_shared,
-        )
-        self.pool = create_pool(conninfo, max_size=settings.db_pool_max)
-        # GetTask reads from this cache; NOTIFY (via the notifier) keeps it honest.
+
+        # The database: one pool, the read cache NOTIFY (through the notifier) keeps honest.
+        self.pool = create_pool(conninfo, max_size=settings.database.pool_max)
         self.read_cache = TaskReadCache()
-        self.store = PostgresTaskStore(self.pool, self.read_cache)
-        self.runs = PostgresRunStore(self.pool, self.read_cache)
-        self.database = DatabaseHealth(self.pool)
         self.notifier = TaskNotifier(
             conninfo, self.read_cache, tick=FaultPoint(settings.fault_file, "notifier")
         )
+        self.database = DatabaseHealth(self.pool)
+        self.secrets = SecretBox.from_settings(settings.push.secret_key, settings.home)
+
+        # The stores, by who uses them.
+        self.store = PostgresTaskStore(self.pool, self.read_cache)
+        self.runs = PostgresRunStore(self.pool, self.read_cache)
+        self.replies = PostgresReplyStore(self.pool, self.read_cache)
         self.ledger = PostgresLedger(self.pool)
         self.budgets = PostgresBudgets(self.pool)
-        self.guard = BudgetGuard(
-            self.budgets, pause_pct=settings.budget_pause_pct, prices=settings.prices
-        )
-        self.context = StepContext(
-            self.runs,
-            self.ledger,
-            self.guard,
-            HarnessConfig(
-                workspaces=settings.workspaces,
-                command_env=settings.command_env,
-                command_timeout_s=settings.command_timeout_s,
-                output_tail_bytes=settings.output_tail_bytes,
-                executor_id=settings.executor_id,
-                sandbox=self.sandbox,
-                reverify_parallelism=settings.reverify_parallelism,
-                remote=GitRemote(
-                    source_rules(settings), self.sandbox, timeout_s=settings.clone_timeout_s
-                ),
-                unpack=Limits(settings.max_input_files, settings.max_unpacked_bytes),
-                max_download_bytes=settings.max_input_bytes,
-                public_url=settings.url,
-                inline_output_bytes=settings.inline_output_bytes,
-                fault_file=settings.fault_file,
-            ),
-        )
-        endings = RunEndings(self.context)
-        pauses = Pauses(
-            self.context,
-            PauseConfig(
-                expires_s=settings.approval_expires_s,
-                irreversible=compile_patterns(settings.irreversible_patterns),
-                pause_pct=settings.budget_pause_pct,
-            ),
-        )
-        effects = Effects(self.context, endings, self.notifier, pauses)
-        self.harness = PlanHarness(self.context, effects, endings)
-        self.decisions = DecisionSteps(self.context, endings, pauses)
-        self.replies = PostgresReplyStore(self.pool, self.read_cache)
-        self.secrets = SecretBox.from_settings(settings.secret_key, settings.home)
         self.push = PostgresPushStore(self.pool, self.secrets)
         self.keys = PostgresKeyStore(self.pool)
-        self.allow = AllowList.parse(settings.push_allow_hosts)
+        self.delegations = PostgresDelegationStore(self.pool)
+        self.registry = WorkerRegistry(
+            self.pool,
+            WorkerIdentity(
+                executor_id=settings.worker.executor_id,
+                role=role,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+            ),
+            timeout_s=settings.worker.heartbeat_timeout_s,
+        )
+
+        # Push notifications: the guard, the client it guards, the signer, the deliverer.
+        self.allow = AllowList.parse(settings.push.allow_hosts)
         self.webhooks = WebhookClient(self.allow)
-        self.signer = Signer(settings.url)
+        self.signer = Signer(settings.server.url)
         self.deliverer = PushDeliverer(
             self.push,
             self.notifier,
@@ -160,115 +202,120 @@ class Runtime:
             client=self.webhooks,
             signer=self.signer,
         )
-        self.registry = WorkerRegistry(
-            self.pool,
-            WorkerIdentity(
-                executor_id=settings.executor_id,
-                role=role,
-                host=socket.gethostname(),
-                pid=os.getpid(),
-            ),
-            timeout_s=settings.heartbeat_timeout_s,
+
+        # Clients of what is outside: the model (if configured) and peer agents.
+        self.model = model_client(settings)
+        self.peers = PeerClient(settings.peers.agents)
+
+        # The harness kernel: the box, the step context, the ways a run ends, pauses, effects.
+        self.sandbox = Sandbox(
+            enabled=settings.commands.sandbox,
+            network=settings.commands.network,
+            hidden=(settings.home, Path.home()),
+            shared=settings.commands.shared,
         )
-        self.model = (
-            AnthropicModel(
-                api_key=settings.anthropic_api_key,
-                model=settings.model,
-                base_url=settings.anthropic_base_url,
-                timeout_s=settings.model_timeout_s,
-                max_retries=settings.model_max_retries,
-            )
-            if settings.anthropic_api_key
-            else None
+        self.guard = BudgetGuard(
+            self.budgets, pause_pct=settings.budget.pause_pct, prices=settings.budget.prices
         )
-        self.work = ModelWork(
+        self.context = StepContext(
+            self.runs, self.ledger, self.guard, harness_config(settings, self.sandbox)
+        )
+        endings = RunEndings(self.context)
+        pauses = Pauses(
             self.context,
-            effects,
-            self.model,
-            ModelConfig(
-                max_tokens=settings.model_max_tokens,
-                min_output_tokens=settings.model_min_tokens,
-                compact_at_tokens=settings.compact_at_tokens,
-                max_turns=settings.max_turns,
-                plan_tries=settings.plan_tries,
-                tool_output_bytes=settings.tool_output_bytes,
-                bash_timeout_s=settings.command_timeout_s,
-                plan_limits=plan_limits(settings),
-                repo_context_tokens=settings.repo_context_tokens,
+            PauseConfig(
+                expires_s=settings.policy.approval_expires_s,
+                irreversible=compile_patterns(settings.policy.irreversible_patterns),
+                pause_pct=settings.budget.pause_pct,
             ),
         )
-        self.peers = PeerClient(settings.peers)
-        self.delegations = PostgresDelegationStore(self.pool)
-        self.peer_watch = PeerWatch(
-            self.delegations,
-            self.peers,
-            lambda task_id, segment: self.engine.start(task_id, segment),  # noqa: PLW0108 (made below)
-            poll_s=settings.peer_poll_s,
-        )
+        self.effects = Effects(self.context, endings, self.notifier, pauses)
+
+        # Delegation needs only the kernel and the stores, so it comes before the steps that
+        # hand work to it.
         self.delegator = Delegator(
             self.context,
-            effects,
+            self.effects,
             children=self.store,
             store=self.delegations,
             peers=self.peers,
             config=DelegationConfig(
                 plan_limits=plan_limits(settings),
-                budget_defaults=settings.budget_defaults,
-                budget_caps=settings.budget_caps,
-                policy_defaults={
-                    "on_item_failure": settings.on_item_failure,
-                    "on_regression": settings.on_regression,
-                    "budget_pause": settings.budget_pause,
-                },
-                public_url=settings.url,
+                budget_defaults=settings.budget.defaults,
+                budget_caps=settings.budget.caps,
+                policy_defaults=settings.policy.defaults(),
+                public_url=settings.server.url,
                 tag=self.secrets.tag,
             ),
         )
-        self.work.delegator = self.delegator
-        self.decisions.delegator = self.delegator
-        self.engine = DbosEngine(
+
+        # The plan's steps.
+        self.harness = PlanHarness(self.context, self.effects, endings)
+        self.decisions = DecisionSteps(self.context, endings, pauses, delegator=self.delegator)
+        self.work = ModelWork(
+            self.context,
+            self.effects,
+            self.model,
+            model_config(settings),
+            delegator=self.delegator,
+        )
+
+        # A genuine cycle: the peer watch starts a run's next segment through the engine, and
+        # the engine's supervisor polls the peer watch; the lambda reads the engine when a
+        # peer's task ends, long after both are built.
+        self.peer_watch = PeerWatch(
+            self.delegations,
+            self.peers,
+            lambda task_id, segment: self.engine.start(task_id, segment),  # noqa: PLW0108 (made below)
+            poll_s=settings.peers.poll_s,
+        )
+        self.engine: LaunchedEngine = engine(self) if engine is not None else self._dbos_engine()
+        self._stack = AsyncExitStack()
+
+    def _dbos_engine(self) -> DbosEngine:
+        settings, conninfo = self.settings, self.conninfo
+        return DbosEngine(
             store=PostgresWatchdogStore(self.pool),
             harness=self.harness,
             work=self.work,
             decisions=self.decisions,
-            facts=FactSteps(self.context, effects),
+            facts=FactSteps(self.context, self.effects),
             delegator=self.delegator,
-            watch_peers=self.peer_watch.poll if settings.peers else None,
+            watch_peers=self.peer_watch.poll if settings.peers.agents else None,
             replies=self.replies,
             registry=self.registry,
             system_database_url=sqlalchemy_url(conninfo),
             conninfo=conninfo,
             application_version=APPLICATION_VERSION,
-            run_worker=settings.run_worker,
-            worker_concurrency=settings.worker_concurrency,
-            reconcile_interval_s=settings.reconcile_interval_s,
-            queue_poll_s=settings.queue_poll_s,
-            shutdown_grace_s=settings.shutdown_grace_s,
-            stuck_after_s=settings.stuck_after_s,
-            max_run_age_s=settings.max_run_age_s,
+            run_worker=settings.worker.run_worker,
+            worker_concurrency=settings.worker.concurrency,
+            reconcile_interval_s=settings.worker.reconcile_interval_s,
+            queue_poll_s=settings.worker.queue_poll_s,
+            shutdown_grace_s=settings.worker.shutdown_grace_s,
+            stuck_after_s=settings.worker.stuck_after_s,
+            max_run_age_s=settings.worker.max_run_age_s,
             retention=Retention(
                 workspaces=settings.workspaces,
-                push_s=settings.push_retention_s,
-                task_s=settings.task_retention_s,
-                record_s=settings.record_retention_s,
+                push_s=settings.retention.push_s,
+                task_s=settings.retention.task_s,
+                record_s=settings.retention.record_s,
             ),
             fault=FaultPoint(settings.fault_file, "supervisor"),
-            alive=partial(mark_alive, settings.home, settings.executor_id),
+            alive=partial(mark_alive, settings.home, settings.worker.executor_id),
         )
-        self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> Runtime:
-        if self.settings.run_worker:
+        if self.settings.worker.run_worker:
             self.sandbox.check()
         # Per process (a forked child sets up its own): the exporter OTEL_* names, if any.
-        if tracing.configure(self.settings.executor_id):
+        if tracing.configure(self.settings.worker.executor_id):
             self._stack.callback(tracing.shutdown)
         await migrate(self.conninfo)
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         await self.pool.open(wait=True, timeout=30)
         self._stack.push_async_callback(self.pool.close)
         await self.signer.load(self.push)
-        if self.role == "serve" and not self.settings.insecure_open:
+        if self.role == "serve" and not self.settings.server.insecure_open:
             await ensure_admin_key(self.keys, self.settings.home)
         watch(await self.notifier.start(), "the event listener (LISTEN, cache invalidation)")
         self._stack.push_async_callback(self.notifier.stop)
@@ -278,11 +325,12 @@ class Runtime:
         self._stack.push_async_callback(self.peers.aclose)
         await self.engine.launch()
         self._stack.push_async_callback(self.engine.shutdown)
-        if self.settings.run_worker and self.settings.push_delivery == "inline":
+        if self.settings.worker.run_worker and self.settings.push.delivery == "inline":
             pusher = asyncio.create_task(self.deliverer.run_forever(), name="push-deliverer")
             watch(pusher, "the push deliverer")
             self._stack.push_async_callback(_cancelled, pusher)
-        freeze_startup_objects()
+        if self._own_process:
+            freeze_startup_objects()
         return self
 
     async def __aexit__(
@@ -317,7 +365,7 @@ def source_rules(settings: Settings) -> SourceRules:
     """Where a task's workspace may come from and its commits go (the edge and the harness
     check the same rules)."""
     return SourceRules(
-        allowed_prefixes=settings.git_allowed_urls,
-        credentials=settings.git_credentials,
-        allow_hosts=AllowList.parse(settings.push_allow_hosts),
+        allowed_prefixes=settings.commands.git_allowed_urls,
+        credentials=settings.commands.git_credentials,
+        allow_hosts=AllowList.parse(settings.push.allow_hosts),
     )

@@ -30,7 +30,20 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def watch(task: asyncio.Task[None], what: str, exit_now: Callable[[int], None] = _exit_now) -> None:
+_on_death: Callable[[int], None] = _exit_now
+
+
+def on_death(exit_now: Callable[[int], None]) -> Callable[[int], None]:
+    """Replace what a watched task's death does (the process exits), returning the old one:
+    a server the tests run inside their own process stops itself instead of exiting it."""
+    global _on_death  # one per process, as the process's exit is
+    old, _on_death = _on_death, exit_now
+    return old
+
+
+def watch(
+    task: asyncio.Task[None], what: str, exit_now: Callable[[int], None] | None = None
+) -> None:
     """Exit the process if `task` ends other than by being cancelled (shutdown cancels it)."""
 
     def ended(done: asyncio.Task[None]) -> None:
@@ -47,7 +60,7 @@ def watch(task: asyncio.Task[None], what: str, exit_now: Callable[[int], None] =
                 error,
                 exc_info=error,
             )
-        exit_now(EXIT_RESTART)
+        (exit_now or _on_death)(EXIT_RESTART)
 
     task.add_done_callback(ended)
 

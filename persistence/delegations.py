@@ -58,6 +58,7 @@ class DelegationStore(Protocol):
         approval: JSON,
     ) -> PeerAnswer | None: ...  # fmt: skip
     async def answers_to_send(self, older_than_s: float, limit: int) -> list[PeerAnswer]: ...
+    async def pending_answers(self, task_id: str, delegation_id: str) -> list[PeerAnswer]: ...
     async def answer_sent(self, task_id: str, pause_id: str, remote_state: str) -> None: ...
     async def answer_failed(self, task_id: str, pause_id: str, error: str) -> None: ...
     async def answer_refused(self, task_id: str, pause_id: str, error: str) -> None: ...
@@ -145,6 +146,13 @@ class PostgresDelegationStore:
         async with read(self._pool) as conn:
             cur = await conn.execute(
                 q("answers_to_send"), {"older_than_s": older_than_s, "limit": limit}
+            )
+            return [PeerAnswer(**row) for row in await cur.fetchall()]
+
+    async def pending_answers(self, task_id: str, delegation_id: str) -> list[PeerAnswer]:
+        async with read(self._pool) as conn:
+            cur = await conn.execute(
+                q("pending_answers_of"), {"task_id": task_id, "delegation_id": delegation_id}
             )
             return [PeerAnswer(**row) for row in await cur.fetchall()]
 

@@ -1040,6 +1040,9 @@ BEGIN
         ON CONFLICT (key) DO NOTHING;
         UPDATE tasks SET metadata = metadata || jsonb_build_object('budget', budget_status(id, ''))
         WHERE id = v_up;
+        -- Every write to a task row tells the read caches (GetTask showed a parent's budget
+        -- as it was before its child's charges until something else changed the parent).
+        PERFORM pg_notify('a2a_task_events', v_up);
         SELECT parent_id INTO v_up FROM tasks WHERE id = v_up;
     END LOOP;
 END
@@ -1152,6 +1155,7 @@ BEGIN
         UPDATE tasks SET metadata = metadata
                          || jsonb_build_object('delegations', delegations_json(p_task_id))
         WHERE id = p_task_id;
+        PERFORM pg_notify('a2a_task_events', p_task_id);  -- the read caches
         RETURN '{}'::jsonb;
     END IF;
     UPDATE delegations

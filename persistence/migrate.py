@@ -1,7 +1,16 @@
-"""Numbered SQL migrations with a version table; a fresh database gets schema.sql at once."""
+"""Numbered SQL migrations with a version table; a fresh database gets schema.sql at once.
+
+`functions.sql` (the PL/pgSQL the stores call) is applied after the migrations on every
+start, under a version of its own: `FUNCTIONS_VERSION`, recorded in `schema_functions`. A
+process whose functions are older than the database's refuses to start (it would put its
+functions back under the newer code's processes); the same version with other text is
+refused too. `tests/test_migrations.py` ties `FUNCTIONS_SHA256` to the file, so an edit of
+functions.sql fails the suite until the version is bumped.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -14,6 +23,10 @@ from persistence.errors import SchemaOutdated, StoreError
 from persistence.sql import q
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
+# Bump FUNCTIONS_VERSION with every change of functions.sql, and set FUNCTIONS_SHA256 to
+# the file's sha256 (the migrations test says what it is).
+FUNCTIONS_VERSION = 2
+FUNCTIONS_SHA256 = "23aa7a9959c63cefb72a8348c16fbe1357fd0f5eb1bf036afb5d95fa90e7ee49"
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,10 @@ def fresh_schema() -> str:
 
 def functions() -> str:
     return resources.files("persistence").joinpath("functions.sql").read_text()
+
+
+def functions_sha256() -> str:
+    return hashlib.sha256(functions().encode()).hexdigest()
 
 
 def latest_version() -> int:
@@ -84,7 +101,7 @@ async def _migrate(conninfo: str, *, step_by_step: bool) -> list[int]:
             tables_present = bool(row and row[0])
             if not applied and not tables_present and not step_by_step:
                 await conn.execute(_read_sql(fresh_schema()))
-                await conn.execute(_read_sql(functions()))
+                await _apply_functions(conn)
                 for m in all_migrations:
                     await conn.execute(q("record_version"), {"version": m.version, "name": m.name})
                 return [m.version for m in all_migrations]
@@ -101,8 +118,34 @@ async def _migrate(conninfo: str, *, step_by_step: bool) -> list[int]:
                 applied_now.append(m.version)
         async with conn.transaction():
             await conn.execute(q("lock_migrations"))
-            await conn.execute(_read_sql(functions()))
+            await _apply_functions(conn)
     return applied_now
+
+
+async def _apply_functions(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+    """functions.sql, unless the database runs newer ones (or other ones under this version)."""
+    await conn.execute(q("create_functions_table"))
+    cur = await conn.execute(q("functions_version"))
+    row = await cur.fetchone()
+    mine, sha = FUNCTIONS_VERSION, functions_sha256()
+    if row is not None:
+        version, theirs = int(str(row[0])), str(row[1])
+        if version > mine:
+            raise SchemaOutdated(
+                f"the database runs SQL functions of version {version}, newer than this code's "
+                f"{mine}: another process of newer code migrated it. Start the newer a2a-agent "
+                "(this one would put its older functions back under it)"
+            )
+        if version == mine and theirs != sha:
+            raise SchemaOutdated(
+                f"the database runs SQL functions of version {version} with other text than "
+                "this code's functions.sql of the same version; a release that changes "
+                "functions.sql must bump FUNCTIONS_VERSION (persistence/migrate.py)"
+            )
+        if version == mine:
+            return  # the same functions: nothing to apply
+    await conn.execute(_read_sql(functions()))
+    await conn.execute(q("record_functions"), {"version": mine, "sha256": sha})
 
 
 async def current_version(conninfo: str) -> int:

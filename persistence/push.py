@@ -9,7 +9,7 @@ least once, in order per task, and a slow receiver holds only its own row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from persistence.db import Pool, read, transaction
@@ -32,6 +32,7 @@ class PushConfig:
     attempts: int = 0
     delivered: int = 0
     last_error: str | None = None
+    protocol: str = "1.0"  # the A2A version of the client that made it: the body's shape
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Claimed:
     config: PushConfig
     context_id: str
     events: list[PushEvent]  # the first batch to send, read with the claim
+    # A 0.3 config's task as of its cursor: the last status event and the last event of each
+    # artifact up to acked_seq, in order (empty for a 1.0 config).
+    base: list[PushEvent] = field(default_factory=list)
 
 
 def _events(data: Any) -> list[PushEvent]:
@@ -141,6 +145,7 @@ class PostgresPushStore:
                 "token": token,
                 "authentication": optional_jsonb(authentication),
                 "acked_seq": from_seq,
+                "protocol": config.protocol,
             },
         )
         return self._opened(rows[0])
@@ -152,6 +157,7 @@ class PostgresPushStore:
         return [self._opened(r) for r in rows]
 
     async def delete(self, task_id: str, owner: str, config_id: str) -> bool:
+        """Whether there was such a config to delete."""
         rows = await self._rows(
             "delete_push_config", {"task_id": task_id, "owner": owner, "id": config_id}
         )
@@ -163,7 +169,10 @@ class PostgresPushStore:
         rows = await self._rows(
             "claim_pushes", {"limit": limit, "lease_s": lease_s, "batch": batch}
         )
-        return [Claimed(self._opened(r), r["context_id"], _events(r["events"])) for r in rows]
+        return [
+            Claimed(self._opened(r), r["context_id"], _events(r["events"]), _events(r["base"]))
+            for r in rows
+        ]
 
     async def delivered(
         self, config: PushConfig, from_seq: int, seq: int, *, lease_s: float, batch: int

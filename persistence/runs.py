@@ -10,12 +10,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from persistence.cache import TaskReadCache
-from persistence.changes import item_json, transition_json
+from persistence.changes import item_json
 from persistence.db import Pool, read
 from persistence.errors import NotFound
 from persistence.records import (
@@ -79,40 +80,53 @@ def output_json(output: OutputFile) -> JSON:
     }
 
 
+# How a StepRecord travels to `record_step()` (functions.sql), which reads it as `p_step`.
+# Every field travels under its own name, as `_plain` makes it, except those listed here;
+# tests/persistence/test_step_contract.py checks these keys against what the SQL reads.
+#: Fields that travel under another key (the SQL's name for them).
+STEP_RENAMES: dict[str, str] = {
+    "checkpoint": "checkpoint_sha",  # its bundle travels apart, as bytea
+    "item_id": "effect_item_id",
+    "attempt": "effect_attempt",
+}
+#: Fields whose value is made otherwise than by `_plain`.
+STEP_CONVERTERS: dict[str, Callable[[StepRecord], Any]] = {
+    "checkpoint": lambda r: r.checkpoint.sha if r.checkpoint else None,
+    # The effect's item and attempt: the step's item when not given apart.
+    "item_id": lambda r: r.effect_item_id,
+    "attempt": lambda r: r.effect_attempt,
+    "new_items": lambda r: [item_json(r.first_position + n, i) for n, i in enumerate(r.new_items)],
+    "outputs": lambda r: [output_json(o) for o in r.outputs],
+}
+#: Fields that travel inside another key rather than as one of their own.
+STEP_FOLDED: dict[str, str] = {"first_position": "new_items"}  # the new items' positions
+
+
+def _plain(value: Any) -> Any:
+    """A value as JSON: a dataclass field by field, a list item by item, a datetime in ISO
+    8601; a JSON value as it is. Bytes have no JSON form: such a field needs a converter."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray):
+        raise TypeError("bytes have no JSON form: give the field a converter in STEP_CONVERTERS")
+    return value
+
+
 def step_json(record: StepRecord) -> JSON:
-    """A StepRecord as `record_step()` takes it (the bundle travels apart, as bytea)."""
-    return {
-        "effect_key": record.effect_key,
-        "step": record.step,
-        "result": record.result,
-        "runs": record.runs,
-        "effect_item_id": record.effect_item_id,
-        "effect_attempt": record.effect_attempt,
-        "item": dataclasses.asdict(record.item) if record.item else None,
-        "more_items": [dataclasses.asdict(i) for i in record.more_items],
-        "task_state": record.task_state,
-        "status_text": record.status_text,
-        "transitions": [transition_json(t) for t in record.transitions],
-        "report": record.report,
-        "fingerprint": record.fingerprint,
-        "checkpoint_sha": record.checkpoint.sha if record.checkpoint else None,
-        "new_items": [
-            item_json(record.first_position + n, i) for n, i in enumerate(record.new_items)
-        ],
-        "charge": dataclasses.asdict(record.charge) if record.charge else None,
-        "metadata_patch": record.metadata_patch,
-        "policy_patch": record.policy_patch,
-        "base_sha": record.base_sha,
-        "seed_patch": record.seed_patch,
-        "outputs": [output_json(o) for o in record.outputs],
-        "delegation": dataclasses.asdict(record.delegation) if record.delegation else None,
-        "model_call": dataclasses.asdict(record.model_call) if record.model_call else None,
-        "then": dataclasses.asdict(record.then) if record.then else None,
-        "pause": dataclasses.asdict(record.pause) if record.pause else None,
-        "facts": [dataclasses.asdict(f) for f in record.facts],
-        "closing": record.closing,
-        "started_at": record.started_at.isoformat() if record.started_at else None,
-    }
+    """A StepRecord as `record_step()` takes it, made from the dataclass's fields, so no field
+    can be left out (the bundle travels apart, as bytea)."""
+    data: JSON = {}
+    for f in dataclasses.fields(record):
+        if f.name in STEP_FOLDED:
+            continue
+        convert = STEP_CONVERTERS.get(f.name)
+        value = convert(record) if convert else _plain(getattr(record, f.name))
+        data[STEP_RENAMES.get(f.name, f.name)] = value
+    return data
 
 
 class PostgresRunStore:

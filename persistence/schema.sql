@@ -70,7 +70,7 @@ CREATE TABLE items (
     UNIQUE (task_id, position),
     CONSTRAINT items_status_check
         CHECK (status IN ('pending', 'in_progress', 'verifying', 'done', 'failed', 'skipped',
-                          'regressed'))
+                          'regressed', 'interrupted'))
 );
 
 CREATE TABLE transitions (
@@ -235,6 +235,8 @@ CREATE TABLE push_configs (
     created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
     failures        integer NOT NULL DEFAULT 0,  -- every failed attempt (0022)
     dead_lettered   integer NOT NULL DEFAULT 0,  -- every time it went dead
+    -- The A2A version of the client that made it: the push body's shape (0023).
+    protocol        text NOT NULL DEFAULT '1.0' CHECK (protocol IN ('0.3', '1.0')),
     PRIMARY KEY (task_id, id)
 );
 CREATE INDEX push_configs_due ON push_configs (next_attempt_at) WHERE state = 'active';

@@ -38,6 +38,18 @@ class CannotContinue(StoreError):
 
 
 @dataclass(frozen=True)
+class MessageClaim:
+    """A messageId already taken: the task it made or was applied to, and a hash of what it
+    said (empty for claims older than digests: taken as the same message)."""
+
+    task_id: str
+    digest: str
+
+    def says(self, digest: str) -> bool:
+        return self.digest in ("", digest)
+
+
+@dataclass(frozen=True)
 class StoredFile:
     media_type: str
     filename: str | None
@@ -49,7 +61,7 @@ class TaskStore(Protocol):
     """What the A2A edge needs from storage."""
 
     async def create_task(self, new: NewTask) -> Submitted: ...
-    async def task_of_message(self, owner: str, message_id: str) -> str | None: ...
+    async def message_claim(self, owner: str, message_id: str) -> MessageClaim | None: ...
     async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None: ...
     async def list_tasks(
         self,
@@ -176,14 +188,15 @@ class PostgresTaskStore:
             self._written(new.task_id)
         return Submitted(row_made, repeated=made["repeated"], same_message=made["digest_matches"])
 
-    async def task_of_message(self, owner: str, message_id: str) -> str | None:
-        """The task a message of this owner made or was applied to, if it came before."""
+    async def message_claim(self, owner: str, message_id: str) -> MessageClaim | None:
+        """The task a message of this owner made or was applied to, and what it said (its
+        digest), if it came before."""
         async with self._read() as conn:
             cur = await conn.execute(
-                q("task_of_message"), {"owner": owner, "message_id": message_id}, prepare=True
+                q("message_claim"), {"owner": owner, "message_id": message_id}, prepare=True
             )
             row = await cur.fetchone()
-        return str(row["task_id"]) if row else None
+        return MessageClaim(str(row["task_id"]), str(row["digest"])) if row else None
 
     async def get_task(self, task_id: str, owner: str | None) -> TaskRow | None:
         cache = self._cache

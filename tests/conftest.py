@@ -11,6 +11,7 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -23,8 +24,9 @@ from a2a_agent.database import embedded_server_uri, sqlalchemy_url
 from persistence.db import Pool, create_pool
 from persistence.migrate import migrate
 from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.here import ServerHere, here_is_taken
 from tests.support.peers import StartPeer, peer_starter, webhook_peer
-from tests.support.processes import LOGS, AgentProcess, StartAgent
+from tests.support.processes import LOGS, AgentProcess, StartAgent, agent_env
 from tests.support.secrets import KNOWN_SECRETS
 
 
@@ -106,8 +108,9 @@ def make_database(pg_admin_url: str) -> Iterator[Callable[[str | None], str]]:
         return _create_db(pg_admin_url, name, template)
 
     yield make
-    for name in made:
-        _drop_db(pg_admin_url, name)
+    # Dropped side by side: one after another, a worker's few hundred took 10-16 s of its end.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda name: _drop_db(pg_admin_url, name), made))
 
 
 @pytest.fixture(scope="session")
@@ -146,28 +149,75 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
+def _process_only(name: str) -> bool:
+    """Settings a process applies before the app is built (crash points, log set-up, the
+    tracer, the forked push deliverer): a server given one of them is a process."""
+    return name in PROCESS_ONLY or name.startswith("OTEL_")
+
+
+PROCESS_ONLY = {
+    "A2A_AGENT_FAULT_FILE",
+    "A2A_AGENT_LOG_FORMAT",
+    "A2A_AGENT_LOG_LEVEL",
+    "A2A_AGENT_PUSH_DELIVERY",
+}
+
+
+def _here(
+    request: pytest.FixtureRequest, role: str, args: tuple[str, ...], env: dict[str, str]
+) -> bool:
+    """Whether this `serve` can run in the test's process (see tests/support/here.py): not
+    for a test marked `processes`, one that plants a crash, or a second server."""
+    return (
+        not os.environ.get("A2A_TEST_PROCESSES_ONLY")  # the suite as it ran before, to compare
+        and role == "serve"
+        and not args
+        and not any(_process_only(name) for name in env)
+        and request.node.get_closest_marker("processes") is None
+        and not here_is_taken()
+    )
+
+
 @pytest.fixture
-def start_agent(database_url: str, home: Path) -> Iterator[StartAgent]:
-    """Start real a2a-agent processes on one database; all are killed at the end."""
+def start_agent(
+    request: pytest.FixtureRequest, database_url: str, home: Path
+) -> Iterator[StartAgent]:
+    """Start servers on one database: `serve` in this process where it can (the same app,
+    engine and HTTP, without a Python start-up), else real a2a-agent processes; all are
+    stopped (processes killed) at the end."""
     started: list[AgentProcess] = []
 
     def start(
         role: str = "serve", executor_id: str | None = None, *args: str, **env: str
     ) -> AgentProcess:
-        process = AgentProcess(
-            role=role,
-            database_url=database_url,
-            home=home,
-            executor_id=executor_id or f"{role}-{len(started) + 1}",
-            extra_args=args,
-            env=env,
-        )
-        started.append(process)
-        return process.start()
+        name = executor_id or f"{role}-{len(started) + 1}"
+        server: AgentProcess
+        if _here(request, role, args, env):
+            server = ServerHere(
+                database_url=database_url,
+                home=home,
+                executor_id=name,
+                env=agent_env(database_url, home, name, env=env),
+            )
+            LOGS.append(server.log_path)
+        else:
+            server = AgentProcess(
+                role=role,
+                database_url=database_url,
+                home=home,
+                executor_id=name,
+                extra_args=args,
+                env=env,
+            )
+        started.append(server)
+        return server.start()
 
     yield start
-    for process in started:
-        process.kill()
+    for server in started:
+        if isinstance(server, ServerHere):
+            server.close()
+        else:
+            server.kill()
 
 
 @pytest.fixture
@@ -188,3 +238,14 @@ def start_peer(
 @pytest.fixture
 def peer(start_peer: StartPeer) -> AgentProcess:
     return webhook_peer(start_peer)
+
+
+# Fixtures that put a whole server (or a browser) under a test: its tier is "served" at the
+# least (processes, when it also needs them), and `make test-fast` leaves it out.
+SERVING = frozenset({"start_agent", "start_peer", "browser"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVING & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.served)

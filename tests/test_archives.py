@@ -19,8 +19,8 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 
 from a2a_agent.errors import PlanError
-from a2a_agent.harness.files import fresh_directory_within, overwrite_within
-from a2a_agent.harness.unpack import Limits, extract, scan
+from a2a_agent.harness.workspace.files import fresh_directory_within, overwrite_within
+from a2a_agent.harness.workspace.unpack import Limits, extract, scan
 from tests.support.a2a import a2a_client, item, send, wait_for
 from tests.support.processes import StartAgent
 from tests.test_pauses import plan_with, rows, send_waiting, text_to

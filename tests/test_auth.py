@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,9 @@ import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest, ListTasksRequest, TaskState
 from a2a.utils.errors import InvalidRequestError
 
+from a2a_agent.edge.auth import DEFAULT_SCOPES, new_key
+from persistence.db import create_pool
+from persistence.keys import PostgresKeyStore, StoredKey
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
 from tests.support.processes import REPO, AgentProcess, StartAgent
 from tests.support.secrets import secret
@@ -24,7 +29,26 @@ KEYED = {"A2A_AGENT_INSECURE_OPEN": "0"}
 A2A = {"A2A-Version": "1.0"}
 
 
+async def _store_key(database_url: str, stored: StoredKey) -> None:
+    pool = create_pool(database_url, max_size=1)
+    await pool.open(wait=True, timeout=30)
+    try:
+        await PostgresKeyStore(pool).create(stored)
+    finally:
+        await pool.close()
+
+
 def make_key(server: AgentProcess, principal: str, *scopes: str) -> str:
+    """A key made and stored as `a2a-agent keys create` does (`new_key`, `PostgresKeyStore`),
+    without a Python start-up per key; the CLI itself is driven in the tests of scopes and
+    revoking. Its own loop on a thread: the callers are sync and async tests alike."""
+    token, stored = new_key(principal, tuple(scopes or DEFAULT_SCOPES))
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, _store_key(server.env["DATABASE_URL"], stored)).result()
+    return secret(token)
+
+
+def make_key_by_cli(server: AgentProcess, principal: str, *scopes: str) -> str:
     args = [sys.executable, "-m", "a2a_agent", "keys", "create", "--principal", principal]
     for scope in scopes:
         args += ["--scope", scope]
@@ -103,6 +127,7 @@ async def test_another_principal_cannot_see_or_touch_a_task(start_agent: StartAg
     bob = make_key(server, "bob", "read", "submit", "approve", "run")
     async with a2a_client(server.url, key=alice) as client:
         task = await send(client, plan_message([item("a", "sleep 30", "true")]))
+        await wait_for(client, task.id, {TaskState.TASK_STATE_WORKING}, timeout=30)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("GetTask", {"id": task.id}),
         ("CancelTask", {"id": task.id}),
@@ -129,7 +154,7 @@ async def test_scopes_are_enforced_and_run_commands_need_the_run_scope(
     start_agent: StartAgent,
 ) -> None:
     server = start_agent("serve", "auth-3", **KEYED)
-    default = make_key(server, "carol")  # read, submit, approve
+    default = make_key_by_cli(server, "carol")  # read, submit, approve
     reader = make_key(server, "dave", "read")
     async with a2a_client(server.url, key=default) as client:
         with pytest.raises(InvalidRequestError, match="lacks the 'run' scope"):
@@ -195,4 +220,6 @@ def test_open_mode_is_refused_off_loopback_and_bad_hosts_and_types_are_refused(
         content=b'{"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}',
         headers={**A2A, "Authorization": f"Bearer {admin}", "Content-Type": "text/plain"},
     )
-    assert form.status_code == 415 and "application/json" in form.json()["error"]
+    refused_form = form.json()["error"]
+    assert form.status_code == 415 and "application/json" in refused_form["message"]
+    assert refused_form["code"] == -32005  # ContentTypeNotSupportedError, as JSON-RPC says

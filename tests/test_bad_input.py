@@ -25,6 +25,9 @@ CONTENT_TYPE_NOT_SUPPORTED = -32005
 MAX_MESSAGE_BYTES = 4096
 
 
+pytestmark = pytest.mark.served  # every test here drives the module's server
+
+
 @pytest.fixture(scope="module")
 def server(
     make_database: Callable[[str | None], str],

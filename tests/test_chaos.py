@@ -23,7 +23,7 @@ from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
 from tests.support.processes import AgentProcess, StartAgent
 from tests.test_restart import assert_transitions_sound
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 
 def chaos_plan(ledger: Path, n_items: int, rng: random.Random) -> list[dict[str, object]]:

@@ -156,6 +156,7 @@ async def test_refuse_fails_a_weak_plan_check_before_any_work(
     assert_transitions_sound(database_url, done.id)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 async def test_a_run_begun_before_plan_prechecks_existed_replays_without_one(
     start_agent: StartAgent, database_url: str, home: Path

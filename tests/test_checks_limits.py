@@ -140,7 +140,7 @@ async def test_re_verification_and_pre_checks_stop_at_the_budget(
     )
     assert sorted(i for (i,) in ran) == ["a", "b"]
     walked = [i["status"] for i in items_of(stopped_in_walk).values()]
-    assert walked == ["verifying", "pending", "pending"]
+    assert walked == ["interrupted", "pending", "pending"]  # it was being verified
     assert steps_charged(database_url, stopped_in_walk.id) == {"precheck": 1, "run": 1}
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from a2a_agent.harness.reverify import probe_folder, remove_probe
+from a2a_agent.harness.checks.reverify import probe_folder, remove_probe
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

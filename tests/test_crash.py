@@ -22,7 +22,7 @@ from tests.support.waiting import wait_for_line, wait_for_row
 from tests.test_restart import assert_transitions_sound, ledger_items, wait_items_done
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 
 def wait_effect_started(database_url: str, key: str, timeout: float = 30) -> None:
@@ -164,7 +164,7 @@ async def test_run_resumes_after_a_code_upgrade(
             REPO / package, upgraded / package, ignore=shutil.ignore_patterns("__pycache__")
         )
     shutil.copy(REPO / "agent_card.json", upgraded / "agent_card.json")
-    render = upgraded / "a2a_agent" / "harness" / "render.py"
+    render = upgraded / "a2a_agent" / "harness" / "kernel" / "render.py"
     render.write_text(
         render.read_text().replace(
             '"the newest entry is last."', '"the newest entry is last. (upgraded)"'

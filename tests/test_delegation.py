@@ -338,6 +338,7 @@ def sends(database_url: str, task_id: str) -> list[tuple[Any, ...]]:
     )
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 async def test_a_crash_between_sending_and_recording_makes_one_remote_task(
     start_agent: StartAgent, peer: AgentProcess, database_url: str, home: Path, tmp_path: Path

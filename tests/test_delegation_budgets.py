@@ -145,10 +145,10 @@ async def test_a_child_that_crosses_its_slice_mid_run_stops_cleanly(
     workspace = home / "workspaces" / child.id
     assert (workspace / "partial.txt").read_text() == "partial\n"
     assert not (workspace / "count.txt").exists()  # the step after the crossing never ran
-    # Its record is closed: a report, its plan as it stood (the item was being worked), and
+    # Its record is closed: a report, its plan (the item it was working now `interrupted`), and
     # its delegation ended with it.
     assert report_of(child)["summary"]
-    assert [i["status"] for i in plan_of(child)["items"]] == ["in_progress"]
+    assert [i["status"] for i in plan_of(child)["items"]] == ["interrupted"]
     ((state, result),) = rows(
         database_url, "SELECT state, result FROM delegations WHERE task_id = %s", done.id
     )

@@ -9,7 +9,6 @@ import re
 import shlex
 import tomllib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -49,11 +48,7 @@ def test_the_dockerfile_names_what_exists() -> None:
     command_parses(json.loads(found["CMD"]))
     env = dict(re.findall(r"(\w+)=(\S+)", next(v for k, v in found.items() if k == "ENV")))
     assert all(known_variable(name) for name in env), env
-    assert (
-        found["EXPOSE"]
-        == env["A2A_AGENT_PORT"]
-        == str(Settings(home=Path(), database_url=None).port)
-    )
+    assert found["EXPOSE"] == env["A2A_AGENT_PORT"] == str(Settings().server.port)
     health = json.loads(found["HEALTHCHECK"].split("CMD", 1)[1])
     assert "/healthz" in health[-1] and "/healthz" in routes()
     assert "USER 10001" in text and "bubblewrap" in text and "a2a-build install" in text

@@ -207,12 +207,17 @@ async def test_cancel_stops_a_running_command(start_agent: StartAgent, home: Pat
     plan = {i["id"]: i for i in plan_of(final)["items"]}
     assert plan["after"]["status"] == "pending"
     workspace = home / "workspaces" / task.id
-    assert not (workspace / "finished.txt").exists()
-    # The command's process group was killed, not left running.
-    ps = subprocess.run(
-        ["pgrep", "-f", "sleep 60; touch finished.txt"], check=False, capture_output=True
-    )
+    # The command's process group was killed, not left running: at once when the run hears
+    # the cancel's NOTIFY, else at its next look at the task (ENDED_POLL_S, 5 s).
+    for _ in range(150):
+        ps = subprocess.run(
+            ["pgrep", "-f", "sleep 60; touch finished.txt"], check=False, capture_output=True
+        )
+        if ps.returncode == 1:
+            break
+        await asyncio.sleep(0.1)
     assert ps.returncode == 1, ps.stdout
+    assert not (workspace / "finished.txt").exists()
 
 
 async def test_list_tasks_and_history_length(start_agent: StartAgent) -> None:

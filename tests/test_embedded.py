@@ -46,8 +46,9 @@ class Cluster:
         self.pg_ctl(*options, *socket, "start")
 
     def status(self) -> str:
+        """The postmaster's status line ("" while PostgreSQL is still writing the file)."""
         lines = (self.pgdata / "postmaster.pid").read_text().splitlines()
-        return lines[7].strip()
+        return lines[7].strip() if len(lines) > 7 else ""
 
     def attach_elsewhere(self) -> subprocess.Popen[str]:
         """Another process attaching, as the API and the worker of `make run` do."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
 
-from a2a_agent.harness.tools import MAX_READ_BYTES, WorkspaceTools
+from a2a_agent.harness.model.tools import MAX_READ_BYTES, WorkspaceTools
 from tests.support.a2a import a2a_client, plan_message, send
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent

@@ -103,6 +103,9 @@ header_text = st.text(
 ).map(str.strip)  # what a client can send at all
 
 
+pytestmark = pytest.mark.served  # every test here drives the module's server
+
+
 @pytest.fixture(scope="module")
 def server(
     make_database: Callable[[str | None], str],

@@ -68,6 +68,23 @@ async def test_counters_match_the_rows_and_survive_retention(
     server = start_agent("serve", f"metrics-{uuid.uuid4().hex[:6]}", **env)
     with receiver() as good, receiver() as bad:
         bad.otherwise = 500
+        # The wall budget counts from the task's creation: the run that crosses it goes first
+        # and is seen started before the others fill the worker, so its `sleep 4` runs to its
+        # end and the stop comes after it (behind them in the queue it could cross before).
+        async with a2a_client(server.url) as client:
+            over_time = {
+                "plan": {
+                    "goal": "g",
+                    "items": [item("x", "sleep 4", "true"), item("y", "true", "true")],
+                },
+                "budget": {"max_wall_s": 3},
+            }
+            stopped = await send(client, data_message(over_time))
+        started = "SELECT 1 FROM effects WHERE task_id = %s AND item_id = 'x' AND step = 'run'"
+        for _ in range(300):
+            if rows(database_url, started, stopped.id):
+                break
+            await asyncio.sleep(0.05)
         pushed = await send_with_push(server.url, good.url, [item("p", "true", "true")])
         dead = await send_with_push(server.url, bad.url, [item("d", "true", "true")])
         async with a2a_client(server.url) as client:
@@ -78,14 +95,6 @@ async def test_counters_match_the_rows_and_survive_retention(
                     [item("s", "sleep 1.5", "true"), item("v", "touch v", "sleep 1.2; test -f v")]
                 ),
             )
-            over_time = {
-                "plan": {
-                    "goal": "g",
-                    "items": [item("x", "sleep 4", "true"), item("y", "true", "true")],
-                },
-                "budget": {"max_wall_s": 2},
-            }
-            stopped = await send(client, data_message(over_time))
             # A step that waits for a person: its time is its own, not the wait.
             waiting = await send(client, plan_with([item("i", "true", "true", irreversible=True)]))
             asked = await wait_for(client, waiting.id, WAITING, timeout=60)

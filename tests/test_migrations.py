@@ -8,7 +8,15 @@ import psycopg
 import pytest
 
 from persistence.errors import SchemaOutdated
-from persistence.migrate import current_version, latest_version, migrate, migrations
+from persistence.migrate import (
+    FUNCTIONS_SHA256,
+    FUNCTIONS_VERSION,
+    current_version,
+    functions_sha256,
+    latest_version,
+    migrate,
+    migrations,
+)
 
 SCHEMA_QUERIES = {
     "columns": """
@@ -95,3 +103,43 @@ async def test_functions_are_the_same_after_migrations_and_fresh_install(
         "record_step",
     }
     assert fresh_functions == stepwise_functions
+
+
+def test_functions_sql_and_its_version_go_together() -> None:
+    assert functions_sha256() == FUNCTIONS_SHA256, (
+        "persistence/functions.sql changed: bump FUNCTIONS_VERSION in persistence/migrate.py "
+        f"and set FUNCTIONS_SHA256 = {functions_sha256()!r}"
+    )
+
+
+async def test_older_functions_are_refused_newer_ones_applied_once(
+    make_database: Callable[[str | None], str],
+) -> None:
+    """A rolling upgrade: new code migrated the database; an old process then starting must
+    not put its functions back, and a newer one brings its own."""
+    url = make_database(None)
+    await migrate(url)
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT version, sha256 FROM schema_functions").fetchone()
+        assert row == (FUNCTIONS_VERSION, FUNCTIONS_SHA256)
+        # Newer code ran here: its functions are version +1 (record_step replaced, say).
+        conn.execute("UPDATE schema_functions SET version = version + 1, sha256 = 'newer'")
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION budget_status(p_task_id text, p_exclude_key text) "
+            "RETURNS jsonb LANGUAGE sql AS $$ SELECT '{\"newer\": true}'::jsonb $$"
+        )
+    with pytest.raises(SchemaOutdated, match="newer than this code's"):
+        await migrate(url)
+    with psycopg.connect(url) as conn:  # refused: nothing of ours was put back
+        assert conn.execute("SELECT budget_status('t', '')").fetchone() == ({"newer": True},)
+        # The same version with other text is refused too.
+        conn.execute("UPDATE schema_functions SET version = %s", (FUNCTIONS_VERSION,))
+    with pytest.raises(SchemaOutdated, match="must bump FUNCTIONS_VERSION"):
+        await migrate(url)
+    with psycopg.connect(url) as conn:  # an older database: ours are applied and recorded
+        conn.execute("UPDATE schema_functions SET version = %s", (FUNCTIONS_VERSION - 1,))
+    await migrate(url)
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT version, sha256 FROM schema_functions").fetchone()
+        assert row == (FUNCTIONS_VERSION, FUNCTIONS_SHA256)
+        assert conn.execute("SELECT budget_status('t', '')").fetchone() != ({"newer": True},)

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from a2a.types.a2a_pb2 import Message, Part, Role, TaskState
 
-from a2a_agent.harness import prompts
+from a2a_agent.harness.model import prompts
 from tests.support.a2a import a2a_client, plan_message, plan_of, report_of, send, wait_for
 from tests.support.fake_anthropic import (
     FakeAnthropic,
@@ -166,6 +166,7 @@ def wait_effect(database_url: str, key: str, status: str, timeout: float = 30) -
     )
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 async def test_kill9_mid_item_reuses_model_calls_and_tool_results(
     start_agent: StartAgent, fake: FakeAnthropic, database_url: str, tmp_path: Path

@@ -21,7 +21,7 @@ from tests.support.a2a import a2a_client, plan_message, plan_of, send, wait_for
 from tests.support.processes import AgentProcess
 from tests.test_restart import assert_transitions_sound, ledger_items, wait_items_done
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 
 class OwnPostgres:

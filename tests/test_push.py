@@ -217,6 +217,7 @@ async def test_a_receiver_down_then_up_gets_everything_and_a_dead_one_is_retried
         assert_all_in_order(dead, task.id, total)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 async def test_pushes_not_sent_before_a_kill_9_go_out_after_the_restart(
     start_agent: StartAgent, database_url: str
@@ -322,6 +323,7 @@ async def test_delivered_configs_of_ended_tasks_are_pruned_and_dead_ones_kept(
     assert events == (total,)  # the task's events stay as long as the task
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 async def test_the_deliverer_is_a_process_of_its_own_replaced_when_killed(
     start_agent: StartAgent, database_url: str

@@ -8,11 +8,13 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from a2a.client.client import Client
 from a2a.types.a2a_pb2 import CancelTaskRequest, Task, TaskState
+from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, report_of, send, wait_for
 from tests.support.processes import StartAgent
@@ -47,10 +49,32 @@ def assert_record_agrees(task: Task, workspace: Path, database_url: str) -> None
     assert [(i["id"], i["status"], i["attempts"], i["commit"]) for i in artifact] == [
         tuple(r) for r in rows
     ]
+    # One view, two writers (apply_task_change() in SQL, render.plan_document in Python): the
+    # plan artifact and plan.json say the same of every item, field by field.
+    for shown, written in zip(whole(artifact), whole(files), strict=True):
+        differ = {k: (shown.get(k), written.get(k)) for k in shown.keys() | written.keys()
+                  if shown.get(k) != written.get(k)}  # fmt: skip
+        assert not differ, (shown["id"], differ)
+    # And the verification counts: metadata.verification (SQL) and the report's (Python).
+    report = [a for a in task.artifacts if a.artifact_id == "report"]
+    if report:
+        counted = whole(MessageToDict(task.metadata)["verification"])
+        assert whole(report_of(task)["verification"]) == counted
     entries = [
         line for line in (workspace / "progress.md").read_text().splitlines() if line[:4] == "- 20"
     ]
     assert transitions is not None and len(entries) == transitions[0]
+
+
+def whole(value: Any) -> Any:
+    """`value` with whole floats as ints (a protobuf Value carries every number as a float)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole(v) for v in value]
+    return value
 
 
 async def ended_with_report(client: Client, task_id: str) -> Task:
@@ -128,7 +152,9 @@ async def test_the_record_agrees_after_completion_failure_and_cancel(
         assert "Run ended" in git(workspace, "log", "-1", "--format=%s")
     canceled_progress = (home / "workspaces" / canceled.id / "progress.md").read_text()
     assert "the run stopped here (canceled)" in canceled_progress
-    assert report_of(ends["canceled"])["remaining"] == ["c", "d"]
+    # c was running when the cancel came: it says so; d was never reached.
+    assert report_of(ends["canceled"])["itemsInterrupted"] == ["c"]
+    assert report_of(ends["canceled"])["remaining"] == ["d"]
     assert report_of(ends["completed"])["filesChanged"] == ["a.txt"]  # .gitignore came first
 
 
@@ -143,6 +169,7 @@ async def test_build_junk_is_ignored_unless_the_workspace_has_its_own_gitignore(
     assert report_of(done)["filesChanged"] == ["m.py"]
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 async def test_a_crash_rerun_is_in_the_record(
     start_agent: StartAgent, database_url: str, home: Path, tmp_path: Path

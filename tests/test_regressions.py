@@ -285,6 +285,7 @@ async def test_independent_checks_are_re_verified_side_by_side(
     assert {r["result"] for i in items_of(done).values() for r in reverified(i)} == {"passed"}
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 async def test_kill9_during_re_verification_runs_each_check_at_most_once_more(
     start_agent: StartAgent, database_url: str, home: Path

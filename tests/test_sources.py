@@ -383,6 +383,7 @@ def big_repo(root: Path, megabytes: int) -> Path:
     return bare
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 async def test_kill9_during_a_large_clone_leaves_one_clean_clone(
     start_agent: StartAgent, tmp_path: Path, home: Path, database_url: str
@@ -425,6 +426,7 @@ async def test_kill9_during_a_large_clone_leaves_one_clean_clone(
     assert largest[0] < 100_000
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 async def test_a_lost_workspace_of_a_cloned_repository_is_rebuilt_from_its_source(
     start_agent: StartAgent, tmp_path: Path, home: Path, database_url: str

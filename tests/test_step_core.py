@@ -13,10 +13,10 @@ import pytest
 from a2a.types.a2a_pb2 import TaskState
 
 from a2a_agent.engine.runner import segment_of, workflow_id
-from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
-from a2a_agent.harness.pauses import RUNNING_SEGMENT, asked_here
-from a2a_agent.harness.results import StepResult
-from a2a_agent.harness.tools import WorkspaceTools
+from a2a_agent.harness.kernel.keys import PLAN_SCOPE, effect_key
+from a2a_agent.harness.kernel.pauses import RUNNING_SEGMENT, asked_here
+from a2a_agent.harness.kernel.results import StepResult
+from a2a_agent.harness.model.tools import WorkspaceTools
 from persistence.db import Pool
 from persistence.records import Decision, ItemChange, NewItem, NewTask, StepRecord, Transition
 from persistence.runs import PostgresRunStore
@@ -35,7 +35,7 @@ def test_keys_are_fixed_strings_of_the_run_position() -> None:
 
 def test_a_child_process_computes_the_same_key() -> None:
     code = (
-        "from a2a_agent.harness.keys import effect_key; "
+        "from a2a_agent.harness.kernel.keys import effect_key; "
         "print(effect_key('T', 'verify', scope='i7', attempt=3))"
     )
     out = subprocess.run(

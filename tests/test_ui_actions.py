@@ -150,6 +150,41 @@ async def test_a_steering_note_from_the_page_reaches_the_model(
     assert "Use lowercase file names only." in str(fake.requests[1]["messages"][-1])
 
 
+# Holds the body of the page's next refresh until the test lets it go: a person types while
+# the new body is still arriving.
+HOLD_BODY = """
+window.__held = [];
+const text = Response.prototype.text;
+Response.prototype.text = function () {
+  if (!this.url.endsWith("/body")) return text.call(this);
+  return new Promise(resolve => window.__held.push(() => resolve(text.call(this))));
+};
+"""
+
+
+async def test_text_typed_while_the_page_refreshes_is_kept(
+    start_agent: StartAgent, browser: Browser
+) -> None:
+    server = start_agent("serve", "ui-typing", A2A_AGENT_INSECURE_OPEN="0")
+    dev = make_key(server, "dev", *TASK_KEYS)
+    ops = make_key(server, "ops", "read", "operator")
+    asks = plan_message([item("deploy", "true", "true", irreversible=True)], "type while I change")
+    async with a2a_client(server.url, key=dev) as client:
+        waiting = await wait_for(client, (await send(client, asks)).id, WAITING)
+        view = await task_page(browser, server, ops, waiting.id)
+        await view.wait_for_selector("#note")
+        await view.add_script_tag(content=HOLD_BODY)
+        # Not awaited by the page (its body is held): the function returns at once.
+        await view.evaluate(
+            "() => { document.getElementById('note').dataset.old = '1'; refresh(); }"
+        )
+        await view.wait_for_function("window.__held.length === 1")  # the body is arriving
+        await view.fill("#note", "typed mid-refresh")
+        await view.evaluate("window.__held.shift()()")
+        await view.wait_for_selector("#note:not([data-old])")  # the body was swapped
+        assert await view.input_value("#note") == "typed mid-refresh"
+
+
 async def test_the_retry_button_delivers_a_dead_push_again(
     start_agent: StartAgent,
     browser: Browser,

@@ -10,6 +10,7 @@ import signal
 from typing import Any
 
 import psycopg
+import pytest
 from a2a.types.a2a_pb2 import Message, TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
@@ -167,6 +168,7 @@ async def test_the_task_page_shows_gauges_facts_the_timeline_and_the_diff(
         assert ended.one("span", id="task-state").text == "completed"
 
 
+@pytest.mark.processes
 async def test_a_crash_re_run_is_marked_on_the_timeline(
     start_agent: StartAgent, database_url: str, tmp_path: Any
 ) -> None:

@@ -21,7 +21,7 @@ from tests.support.a2a import a2a_client, plan_message, send, wait_for
 from tests.support.processes import StartAgent
 from tests.test_restart import assert_transitions_sound, ledger_items
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 WHAT = {
     "supervisor": "the supervisor (heartbeats, janitor, watchdog) died",

@@ -8,26 +8,26 @@ and jitter; after `max_attempts`, or once the event is older than `max_age_s`, t
 dead (visible, retried by an operator: `a2a-agent push retry`). Every notification carries
 its event id (`<task>:<seq>`) in `X-A2A-Event-Id` and in the event's metadata, so a receiver
 drops what it has seen. Configs are worked concurrently: a slow receiver holds only its own.
+The body's shape is the config's A2A version's (`payloads.py`): the same events, retries,
+order and dead letters for both.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
+import time
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
 import httpcore
-from a2a.types.a2a_pb2 import StreamResponse, TaskStatusUpdateEvent
-from google.protobuf.json_format import MessageToDict
 
 from a2a_agent.delivery.guard import UrlRefused
-from a2a_agent.delivery.signing import SIGNATURE_HEADER, Signer
+from a2a_agent.delivery.payloads import Payload, payload_for
+from a2a_agent.delivery.signing import SIGNATURE_HEADER, Signer, hmac_headers, is_hmac_scheme
 from a2a_agent.delivery.transport import WebhookClient
-from a2a_agent.edge.convert import to_event, with_event_id
 from persistence.errors import StoreError
 from persistence.push import Claimed, PushConfig, PushEvent, PushOutbox
 
@@ -57,19 +57,6 @@ class DeliveryConfig:
 
 def event_id(task_id: str, seq: int) -> str:
     return f"{task_id}:{seq}"
-
-
-def notification(task_id: str, context_id: str, event: PushEvent) -> bytes | None:
-    """The POST body: the event as an A2A StreamResponse, its id in the event's metadata."""
-    converted = to_event(task_id, context_id, event.body)
-    if converted is None:
-        return None
-    with_event_id(converted, task_id, event.seq)
-    if isinstance(converted, TaskStatusUpdateEvent):
-        response = StreamResponse(status_update=converted)
-    else:
-        response = StreamResponse(artifact_update=converted)
-    return json.dumps(MessageToDict(response)).encode()
 
 
 class PushDeliverer:
@@ -119,6 +106,7 @@ class PushDeliverer:
     async def _deliver(self, claimed: Claimed) -> None:
         config = claimed.config
         acked, events = config.acked_seq, claimed.events  # the cursor as stored
+        payload = payload_for(config.protocol, config.task_id, claimed.context_id, claimed.base)
         try:
             # Watched from the start, so no NOTIFY of this task is missed while it is ours.
             async with self.wakeups.watch(config.task_id) as more_events:
@@ -134,7 +122,7 @@ class PushDeliverer:
                         more_events.clear()
                     sent_to = acked
                     if events:
-                        failure = await self._send_batch(config, claimed.context_id, events)
+                        failure = await self._send_batch(config, payload, events)
                         if failure is not None:
                             await self._failed(config, acked + 1, *failure)
                             return
@@ -182,11 +170,11 @@ class PushDeliverer:
             )
 
     async def _send_batch(
-        self, config: PushConfig, context_id: str, events: list[PushEvent]
+        self, config: PushConfig, payload: Payload, events: list[PushEvent]
     ) -> tuple[PushEvent, str] | None:
         """Send `events` in order until one fails: that event and what went wrong."""
         for event in events:
-            body = notification(config.task_id, context_id, event)
+            body = payload.body(event)
             error = None if body is None else await self._send(config, event.seq, body)
             if error is not None:
                 return event, error
@@ -194,15 +182,24 @@ class PushDeliverer:
 
     async def _send(self, config: PushConfig, seq: int, body: bytes) -> str | None:
         """POST one notification: None on a 2xx, else what went wrong."""
+        the_id = event_id(config.task_id, seq)
         headers = {
             "Content-Type": "application/json",
-            EVENT_ID_HEADER: event_id(config.task_id, seq),
-            SIGNATURE_HEADER: self.signer.sign(body, event_id(config.task_id, seq)),
+            EVENT_ID_HEADER: the_id,
+            SIGNATURE_HEADER: self.signer.sign(body, the_id),
         }
         if config.token:
             headers[TOKEN_HEADER] = config.token
         auth = config.authentication or {}
-        if auth.get("scheme"):
+        if is_hmac_scheme(auth.get("scheme")):
+            # The secret signs; it is never sent.
+            try:
+                headers.update(
+                    hmac_headers(str(auth.get("credentials") or ""), the_id, body, int(time.time()))
+                )
+            except ValueError as exc:
+                return f"cannot sign: {exc}"  # a secret stored before the check; never sent
+        elif auth.get("scheme"):
             headers["Authorization"] = f"{auth['scheme']} {auth.get('credentials', '')}".strip()
         try:
             status = await self.client.post(

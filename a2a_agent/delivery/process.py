@@ -34,10 +34,10 @@ log = logging.getLogger(__name__)
 
 def delivery_config(settings: Settings) -> DeliveryConfig:
     return DeliveryConfig(
-        max_attempts=settings.push_max_attempts,
-        max_age_s=settings.push_max_age_s,
-        timeout_s=settings.push_timeout_s,
-        backoff_s=settings.push_backoff_s,
+        max_attempts=settings.push.max_attempts,
+        max_age_s=settings.push.max_age_s,
+        timeout_s=settings.push.timeout_s,
+        backoff_s=settings.push.backoff_s,
     )
 
 
@@ -56,13 +56,15 @@ async def _deliver(settings: Settings, conninfo: str) -> None:
         pool = create_pool(conninfo, max_size=4)
         await pool.open(wait=True, timeout=30)
         stack.push_async_callback(pool.close)
-        store = PostgresPushStore(pool, SecretBox.from_settings(settings.secret_key, settings.home))
-        signer = Signer(settings.url)
+        store = PostgresPushStore(
+            pool, SecretBox.from_settings(settings.push.secret_key, settings.home)
+        )
+        signer = Signer(settings.server.url)
         await signer.load(store)
         notifier = TaskNotifier(conninfo, channel=PUSH_CHANNEL)
         watch(await notifier.start(), "the deliverer's event listener")
         stack.push_async_callback(notifier.stop)
-        client = WebhookClient(AllowList.parse(settings.push_allow_hosts))
+        client = WebhookClient(AllowList.parse(settings.push.allow_hosts))
         stack.push_async_callback(client.aclose)
         deliverer = PushDeliverer(
             store, notifier, config=delivery_config(settings), client=client, signer=signer
@@ -70,7 +72,7 @@ async def _deliver(settings: Settings, conninfo: str) -> None:
         task = asyncio.create_task(deliverer.run_forever(), name="push-deliverer")
         watch(task, "the push deliverer")
         freeze_startup_objects()
-        log.info("deliverer %s running (pid %d)", settings.executor_id, os.getpid())
+        log.info("deliverer %s running (pid %d)", settings.worker.executor_id, os.getpid())
         await stop.wait()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -7,12 +7,27 @@ The JWT travels in `X-A2A-Notification-Signature`. Its claims: `iss` (this agent
 `iat`, `exp` (5 minutes later), `jti` (the event id) and `body_sha256` (hex). To verify: fetch
 the JWKS, pick the key by the JWT's `kid`, check the signature, `exp` and `iss`, and compare
 `body_sha256` with the SHA-256 of the body as received.
+
+A config may also ask for an HMAC-SHA256 signature with a secret of its own (its
+authentication scheme `HMAC-SHA256`, the secret as its credentials; `hmac_headers`). Each
+attempt is signed at its send time, in two forms:
+
+- Standard Webhooks: `webhook-id` (the event id), `webhook-timestamp` (Unix seconds) and
+  `webhook-signature: v1,<base64 of HMAC(secret, "<id>.<timestamp>.<body>")>`;
+- `X-A2A-Signature: <hex of HMAC(secret, "<timestamp>.<body>")>` with
+  `X-A2A-Signature-Timestamp: <timestamp>`, the header pair CrewAI's webhook signature
+  config names (5 minutes of tolerance there).
+
+The key is the secret's UTF-8 bytes, or, for a Standard Webhooks secret (`whsec_<base64>`),
+the bytes it encodes.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
+import hmac
 import json
 import time
 import uuid
@@ -30,6 +45,44 @@ from persistence.push import SigningKeys
 
 SIGNATURE_HEADER = "X-A2A-Notification-Signature"
 LIFETIME_S = 300
+HMAC_SCHEME = "HMAC-SHA256"
+HMAC_MIN_BYTES = 16
+STANDARD_PREFIX = "whsec_"
+
+
+def is_hmac_scheme(scheme: str | None) -> bool:
+    """Whether a config's authentication scheme asks for an HMAC-SHA256 signature (also in
+    CrewAI's spelling of the mode, `hmac_sha256`)."""
+    return (scheme or "").strip().upper().replace("_", "-") == HMAC_SCHEME
+
+
+def hmac_key(secret: str) -> bytes:
+    """The HMAC key of a config's secret: a Standard Webhooks secret (`whsec_<base64>`) is
+    the bytes it encodes, any other its UTF-8 bytes. ValueError if it is too short."""
+    key = secret.encode()
+    if secret.startswith(STANDARD_PREFIX):
+        try:
+            key = base64.b64decode(secret[len(STANDARD_PREFIX) :], validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"a {STANDARD_PREFIX} secret must be base64") from exc
+    if len(key) < HMAC_MIN_BYTES:
+        raise ValueError(f"an HMAC-SHA256 secret must be at least {HMAC_MIN_BYTES} bytes")
+    return key
+
+
+def hmac_headers(secret: str, event_id: str, body: bytes, timestamp: int) -> dict[str, str]:
+    """The signature headers of one attempt (both forms, one timestamp)."""
+    key = hmac_key(secret)
+    stamp = str(timestamp)
+    standard = hmac.new(key, f"{event_id}.{stamp}.".encode() + body, hashlib.sha256).digest()
+    a2a = hmac.new(key, f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return {
+        "webhook-id": event_id,
+        "webhook-timestamp": stamp,
+        "webhook-signature": "v1," + base64.b64encode(standard).decode(),
+        "X-A2A-Signature": a2a,
+        "X-A2A-Signature-Timestamp": stamp,
+    }
 
 
 def _b64(data: bytes) -> str:

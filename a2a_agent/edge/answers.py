@@ -17,7 +17,7 @@ from a2a.types.a2a_pb2 import Message
 
 from a2a_agent.budget import effective_limits
 from a2a_agent.errors import PlanError
-from persistence.records import JSON
+from persistence.records import JSON, TaskRow
 
 APPROVAL_KEYS = frozenset({"id", "decision", "note", "budget"})
 MAX_NOTE_CHARS = 4000
@@ -105,3 +105,32 @@ def from_text(text: str, request: JSON) -> ReplyIntent:
         f"start the text with one of {options}, or send "
         f'{{"approval": {{"id": "{request.get("id")}", "decision": ...}}}}'
     )
+
+
+def note_taken(row: TaskRow, text: str) -> JSON:
+    """What the reply to a steering note says of it: the text kept, and who reads it. The
+    model reads notes when it works an item that has no `run` command; a plan whose items
+    left are all commands, questions or delegations has no model to read one, and the caller
+    is told so rather than left to think it steers the run."""
+    items = [i for i in (row.plan or {}).get("items") or [] if isinstance(i, dict)]
+    left = [i for i in items if i.get("status") not in ("done", "failed", "skipped")]
+    by_model = [
+        str(i.get("id")) for i in left if not (i.get("run") or i.get("ask") or i.get("delegateTo"))
+    ]
+    if not items:
+        goes = (
+            "kept with the task; the model reads it when it works the items of the plan it "
+            "is drafting"
+        )
+    elif by_model:
+        goes = (
+            f"kept with the task; the model reads it in its next turn on item `{by_model[0]}` "
+            "and on every item it works after"
+        )
+    else:
+        goes = (
+            "kept with the task's record only: no model reads it, since every item left is "
+            "worked by its own `run` command (or asks a person, or is delegated); to change "
+            "what the run does, cancel it and send a new plan"
+        )
+    return {"text": text, "readBy": "model" if (not items or by_model) else "nobody", "goes": goes}

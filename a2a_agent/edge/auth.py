@@ -25,7 +25,7 @@ from functools import partial
 from starlette.authentication import AuthCredentials, SimpleUser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from a2a_agent.edge.request_checks import send_json
+from a2a_agent.edge.refusals import refuse, unauthenticated, unavailable
 from persistence.errors import StoreError
 from persistence.keys import KeyStore, StoredKey
 
@@ -124,11 +124,6 @@ def _public(path: str) -> bool:
     return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
 
-async def _refuse(send: Send, status: int, message: str, *, bearer: bool = False) -> None:
-    challenge = ((b"www-authenticate", b'Bearer realm="a2a-agent"'),) if bearer else ()
-    await send_json(send, status, {"error": message}, headers=challenge)
-
-
 def _cookie(scope: Scope, name: str) -> str:
     for header, value in scope["headers"]:
         if header == b"cookie":
@@ -153,9 +148,21 @@ async def _redirect(send: Send, location: str) -> None:
 class RequireKey:
     """Authenticate every HTTP request but the public ones (or let all in, when open)."""
 
-    def __init__(self, app: ASGIApp, *, verifier: KeyVerifier | None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, verifier: KeyVerifier | None, jsonrpc_path: str = "/"
+    ) -> None:
         self.app = app
         self.verifier = verifier  # None: authentication is off (A2A_AGENT_INSECURE_OPEN)
+        self.jsonrpc_path = jsonrpc_path
+
+    async def _unauthenticated(self, scope: Scope, send: Send, message: str) -> None:
+        await refuse(
+            scope,
+            send,
+            unauthenticated(message),
+            jsonrpc_path=self.jsonrpc_path,
+            headers=((b"www-authenticate", b'Bearer realm="a2a-agent"'),),
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -182,25 +189,25 @@ class RequireKey:
                     await _redirect(send, UI_LOGIN)
                     return
             if scheme.lower() != "bearer" or not token.strip():
-                await _refuse(
+                await self._unauthenticated(
+                    scope,
                     send,
-                    401,
                     "an API key is required: send 'Authorization: Bearer <key>' (a local "
                     "server's admin key is in A2A_AGENT_HOME/admin.key)",
-                    bearer=True,
                 )
                 return
             try:
                 caller = await self.verifier.caller(token.strip())
             except StoreError:
-                await _refuse(send, 503, "cannot check the API key: the database is unavailable")
+                text = "cannot check the API key: the database is unavailable; try again shortly"
+                await refuse(scope, send, unavailable(text), jsonrpc_path=self.jsonrpc_path)
                 return
             if caller is None:
                 if ui and not header:
                     await _redirect(send, UI_LOGIN + "?expired=1")
                     return
-                await _refuse(
-                    send, 401, "this API key is not valid (unknown or revoked)", bearer=True
+                await self._unauthenticated(
+                    scope, send, "this API key is not valid (unknown or revoked)"
                 )
                 return
         if caller is not None:

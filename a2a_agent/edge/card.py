@@ -11,13 +11,14 @@ import json
 from typing import Any, cast
 
 from a2a.types.a2a_pb2 import AgentCard, AgentExtension, AgentInterface
-from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 from google.protobuf.json_format import ParseDict
 from google.protobuf.struct_pb2 import Struct
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from a2a_agent.edge.intake import FILE_MODES, INPUT_MODES
 from a2a_agent.edge.schemas import (
     BUDGET_PATH,
     EXTENSION_URI,
@@ -42,14 +43,22 @@ def load_card(
     settings: Settings, limits: PlanLimits, *, model_configured: bool, jsonrpc_path: str
 ) -> AgentCard:
     try:
-        data = json.loads(settings.agent_card_path.read_text())
+        data = json.loads(settings.server.agent_card_path.read_text())
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the agent card {settings.agent_card_path}: {exc}") from exc
+        raise ConfigError(
+            f"cannot read the agent card {settings.server.agent_card_path}: {exc}"
+        ) from exc
     card = cast(AgentCard, ParseDict(data, AgentCard()))
-    if settings.insecure_open:  # the card says what the server enforces, and it enforces none
+    if (
+        settings.server.insecure_open
+    ):  # the card says what the server enforces, and it enforces none
         card.security_schemes.clear()
         del card.security_requirements[:]
-    base = settings.url.rstrip("/")
+    base = settings.server.url.rstrip("/")
+    # What the intake takes, from the intake's own lists (a part of another type gets
+    # ContentTypeNotSupportedError).
+    del card.default_input_modes[:]
+    card.default_input_modes.extend([*INPUT_MODES, *FILE_MODES])
     card.supported_interfaces.extend(
         [
             AgentInterface(
@@ -62,6 +71,19 @@ def load_card(
                 protocol_binding=TransportProtocol.HTTP_JSON.value,
                 protocol_version=PROTOCOL_VERSION_1_0,
             ),
+            # The same endpoints speak A2A 0.3 to a request without `A2A-Version` (the SDK's
+            # compatibility layer): the served card then carries 0.3's `url`,
+            # `preferredTransport` and `protocolVersion`, which 0.3 clients read.
+            AgentInterface(
+                url=base + jsonrpc_path,
+                protocol_binding=TransportProtocol.JSONRPC.value,
+                protocol_version=PROTOCOL_VERSION_0_3,
+            ),
+            AgentInterface(
+                url=base,
+                protocol_binding=TransportProtocol.HTTP_JSON.value,
+                protocol_version=PROTOCOL_VERSION_0_3,
+            ),
         ]
     )
     params = Struct()
@@ -72,30 +94,30 @@ def load_card(
             "workspaceSchema": base + WORKSPACE_PATH,
             "publishSchema": base + PUBLISH_PATH,
             "modelConfigured": model_configured,
-            "model": settings.model if model_configured else "",
+            "model": settings.model.name if model_configured else "",
             "limits": {
                 "maxPlanItems": limits.max_items,
-                "maxMessageBytes": settings.max_message_bytes,
-                "commandTimeoutS": settings.command_timeout_s,
+                "maxMessageBytes": settings.intake.max_message_bytes,
+                "commandTimeoutS": settings.commands.timeout_s,
                 "defaultVerifyTimeoutS": limits.default_verify_timeout_s,
                 "defaultMaxAttempts": limits.default_max_attempts,
                 "maxAttempts": MAX_ATTEMPTS_CAP,
                 "maxItemTimeoutS": limits.max_item_timeout_s,
-                "maxInputBytes": settings.max_input_bytes,
-                "maxInputFiles": settings.max_input_files,
-                "inlineOutputBytes": settings.inline_output_bytes,
+                "maxInputBytes": settings.intake.max_input_bytes,
+                "maxInputFiles": settings.intake.max_input_files,
+                "inlineOutputBytes": settings.intake.inline_output_bytes,
             },
-            "gitCredentials": sorted(settings.git_credentials),
-            "budgetDefaults": to_wire(dict(settings.budget_defaults)),
-            "budgetCaps": to_wire(dict(settings.budget_caps)),
+            "gitCredentials": sorted(settings.commands.git_credentials),
+            "budgetDefaults": to_wire(dict(settings.budget.defaults)),
+            "budgetCaps": to_wire(dict(settings.budget.caps)),
             "policyDefaults": {
-                "onItemFailure": settings.on_item_failure,
-                "budgetPause": settings.budget_pause,
-                "budgetPausePct": settings.budget_pause_pct,
-                "approvalExpiresS": settings.approval_expires_s,
+                "onItemFailure": settings.policy.on_item_failure,
+                "budgetPause": settings.policy.budget_pause,
+                "budgetPausePct": settings.budget.pause_pct,
+                "approvalExpiresS": settings.policy.approval_expires_s,
                 "onExpiry": "reject",
                 "onWeakCheck": "warn",
-                "onRegression": settings.on_regression,
+                "onRegression": settings.policy.on_regression,
             },
             "keys": "camelCase in every data part and in metadata; plan and budget input may "
             "also use snake_case",
@@ -118,10 +140,10 @@ def load_card(
 
 
 def schema_routes(settings: Settings, limits: PlanLimits) -> list[BaseRoute]:
-    base = settings.url.rstrip("/")
+    base = settings.server.url.rstrip("/")
     schemas: dict[str, Any] = {
         PLAN_PATH: plan_schema(limits, base),
-        BUDGET_PATH: budget_schema(settings.budget_caps, base),
+        BUDGET_PATH: budget_schema(settings.budget.caps, base),
         WORKSPACE_PATH: workspace_schema(base),
         PUBLISH_PATH: publish_schema(base),
     }

@@ -209,5 +209,14 @@ def with_event_id(event: Identified, task_id: str, seq: int) -> Identified:
     return event
 
 
+def with_said(task: Task, said: JSON | None) -> Task:
+    """The task answered to a message, with what the answer says of that message in its
+    metadata: `retry` (a message sent before: its messageId, and what became of an inline
+    push config the retry carried) or `note` (a steering note: its text and who reads it)."""
+    if said:
+        task.metadata.update(said)
+    return task
+
+
 def is_final_event(body: JSON) -> bool:
     return body.get("kind") == "status" and body.get("state") in FINAL_STATES

@@ -23,6 +23,7 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
+    TaskPushNotificationConfig,
 )
 from a2a.utils.errors import (
     ContentTypeNotSupportedError,
@@ -42,25 +43,29 @@ from a2a_agent.edge.answers import (
     from_approval,
     from_text,
     message_text,
+    note_taken,
     pending_request,
 )
 from a2a_agent.edge.convert import (
+    FINAL_STATES,
     PROTO_TO_STATE,
     is_final_event,
     message_to_json,
     to_event,
     to_task,
     with_event_id,
+    with_said,
 )
 from a2a_agent.edge.intake import Intake, message_digest
 from a2a_agent.edge.push_configs import PushConfigMethods, printable
+from a2a_agent.edge.versions import protocol_of
 from a2a_agent.engine import RunEngine
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
 from a2a_agent.observe import tracing
 from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.notify import TaskNotifier
 from persistence.push import PushConfigStore
-from persistence.records import TaskRow
+from persistence.records import JSON, TaskRow
 from persistence.replies import Reply, ReplyStore
 from persistence.tasks import CannotContinue, TaskStore
 
@@ -195,9 +200,14 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
 
     # ---- writes ------------------------------------------------------------------------
 
-    async def _submit(self, params: SendMessageRequest, context: ServerCallContext) -> TaskRow:
+    async def _submit(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> tuple[TaskRow, JSON | None]:
         """Validate and store a message: a new task, or a follow-up to one. A messageId this
-        caller sent before is never applied twice: the task it made comes back as it is now."""
+        caller sent before is never applied twice: the task it made comes back as it is now.
+        What the reply says beyond the task goes in its metadata (`with_said`): a retry's
+        messageId and what became of an inline push config it added; a note's text and who
+        reads it."""
         message = params.message
         caller = scopes.owner(context, "approve" if message.task_id else "submit")
         inline = None
@@ -242,25 +252,52 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         except StoreUnavailable as exc:
             raise InternalError(f"{exc}; nothing was stored, send the message again") from exc
         row = submitted.row
-        if inline is not None and not submitted.repeated:
-            await self._register(row.task_id, caller, inline, from_seq=0)
+        protocol = protocol_of(context)
         if submitted.repeated:
             if not submitted.same_message:
                 raise InvalidParamsError(_reused(message.message_id, row.task_id))
-            return row  # a retry: the task as it is now; its run was enqueued the first time
+            # A retry: the task as it is now; its run was enqueued the first time. An inline
+            # config the first send did not get to register (it died first, or did not carry
+            # one) is registered now, from the task's first event.
+            retry: JSON = {"messageId": message.message_id}
+            if inline is not None:
+                retry["pushConfig"] = await self._register_on_retry(
+                    row.task_id, caller, inline, protocol
+                )
+            return row, {"retry": retry}
+        if inline is not None:
+            await self._register(row.task_id, caller, inline, from_seq=0, protocol=protocol)
         if row.state == "submitted":
             await self.engine.start(row.task_id)
-        return row
+        return row, None
 
-    async def _follow_up(self, owner: str, message: Message, by: str) -> TaskRow:
+    async def _register_on_retry(
+        self, task_id: str, owner: str, inline: TaskPushNotificationConfig, protocol: str
+    ) -> JSON:
+        try:
+            known = await self.push.configs(task_id, owner, None)
+        except StoreUnavailable as exc:
+            raise InternalError(f"{exc}; try again shortly") from exc
+        for config in known:
+            if (inline.id and config.id == inline.id) or (
+                not inline.id and config.url == inline.url
+            ):
+                return {"id": config.id, "outcome": "alreadyRegistered"}
+        made = await self._register(task_id, owner, inline, from_seq=0, protocol=protocol)
+        return {"id": made.id, "outcome": "registered"}
+
+    async def _follow_up(
+        self, owner: str, message: Message, by: str
+    ) -> tuple[TaskRow, JSON | None]:
         """A reply to the task's pending request, or a steering note while it works; each
         applied once per messageId."""
         row = await self._load(message.task_id, owner)
-        earlier = await self.store.task_of_message(owner, message.message_id)
-        if earlier == row.task_id:
-            return row  # this message was applied before: nothing happens twice
+        earlier = await self.store.message_claim(owner, message.message_id)
         if earlier is not None:
-            raise InvalidParamsError(_reused(message.message_id, earlier))
+            if earlier.task_id == row.task_id and earlier.says(message_digest(message)):
+                # This message was applied before: nothing happens twice.
+                return row, {"retry": {"messageId": message.message_id}}
+            raise InvalidParamsError(_reused(message.message_id, earlier.task_id))
         message.context_id = row.context_id
         try:
             approval = self.intake.follow_up_approval(message)
@@ -283,8 +320,9 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         except PlanError as exc:
             raise InvalidParamsError(str(exc)) from exc
         if intent is None:
-            return await self._note(row, message, text)
-        return await self._answer(row, message, intent, by)
+            noted = await self._note(row, message, text)
+            return noted, {"note": note_taken(noted, text)}
+        return await self._answer(row, message, intent, by), None
 
     async def _note(self, row: TaskRow, message: Message, text: str) -> TaskRow:
         if not text:
@@ -363,20 +401,24 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
-        row = await self._submit(params, context)
+        row, said = await self._submit(params, context)
         config = params.configuration
         history = config.history_length if config.HasField("history_length") else None
-        if not config.return_immediately:
+        if not config.return_immediately and row.state not in FINAL_STATES:
+            # Blocking: until the task ends or waits for input (A2A 1.0 §3.2.2); a retry of a
+            # message whose task already did so answers at once.
             async for _ in self._follow(row):
                 pass
             row = await self._load(row.task_id, row.owner)
-        return to_task(row, history)
+        return with_said(to_task(row, history), said)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        row = await self._submit(params, context)
-        yield with_event_id(to_task(row, None), row.task_id, row.event_seq)
+        row, said = await self._submit(params, context)
+        yield with_event_id(with_said(to_task(row, None), said), row.task_id, row.event_seq)
+        if row.state in FINAL_STATES:
+            return  # a retry of a message whose task already ended or waits for input
         async for event in self._follow(row):
             yield event
 

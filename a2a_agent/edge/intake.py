@@ -16,14 +16,33 @@ from a2a_agent.budget import Prices, effective_limits, price_for
 from a2a_agent.edge.convert import message_to_json
 from a2a_agent.edge.workspace_intake import SourceIntake, file_parts
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
-from a2a_agent.harness import prompts
+from a2a_agent.harness.model import prompts
 from a2a_agent.model.types import Usage
 from a2a_agent.plans import PlanLimits, parse_plan, parse_policy
+from a2a_agent.sources import ARCHIVE_TYPES
 from a2a_agent.wire import from_wire, wire_name
 from persistence.records import NewTask
 
 DATA_KEYS = frozenset({"plan", "budget", "policy", "approval", "continue", "workspace", "publish"})
 INPUT_MODES = ("text/plain", "application/json")
+# A file seeds the workspace (an archive is unpacked): text of any kind, JSON, an image, an
+# archive, or any bytes sent as application/octet-stream. The card lists these beside
+# INPUT_MODES; a file of another type is refused (ContentTypeNotSupportedError).
+FILE_MODES = ("application/octet-stream", "text/*", "image/*", *sorted(ARCHIVE_TYPES))
+
+
+def takes_file_of(media_type: str) -> bool:
+    kind = media_type.split(";", 1)[0].strip().lower()
+    return (
+        not kind
+        or kind in INPUT_MODES
+        or kind in ARCHIVE_TYPES
+        or kind == "application/octet-stream"
+        or kind.startswith(("text/", "image/"))
+        or kind.endswith("+json")
+    )
+
+
 MAX_PARTS = 16
 OUTPUT_MODES = ("text/plain", "application/json")
 MODEL_NOT_AVAILABLE = (
@@ -103,7 +122,6 @@ class Intake:
 
     def check_message(self, request: SendMessageRequest) -> None:
         message = request.message
-        self.sources.check_files(message)
         size = message.ByteSize() - self.sources.file_bytes(message)
         if size > self.max_message_bytes:
             raise MessageTooLarge(
@@ -128,12 +146,19 @@ class Intake:
         files = {n for n, _ in file_parts(message)}
         for n, part in enumerate(message.parts):
             if n in files:
-                continue  # a file seeds the workspace: any type (archives are unpacked)
+                if not takes_file_of(part.media_type):
+                    raise ContentTypeError(
+                        f"part {n} is a file of media type {part.media_type!r}; this agent "
+                        f"takes files of {', '.join(FILE_MODES)} (a file's bytes go into the "
+                        "workspace as they are: send other kinds as application/octet-stream)"
+                    )
+                continue
             if part.media_type and part.media_type not in INPUT_MODES:
                 raise ContentTypeError(
                     f"part {n} has media type {part.media_type!r}; this agent accepts "
                     f"{' and '.join(INPUT_MODES)}"
                 )
+        self.sources.check_files(message)
         accepted = list(request.configuration.accepted_output_modes)
         if accepted and not set(accepted) & set(OUTPUT_MODES):
             raise ContentTypeError(

@@ -23,6 +23,7 @@ from a2a_agent.peers import PeerError
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1 << 20
+PEER_NOTIFY_PREFIX = "/peers/notify/"
 JWKS_TTL_S = 300.0
 
 
@@ -43,9 +44,11 @@ def peer_routes(watch: PeerWatch, tag: Callable[[str], str]) -> list[Route]:
         token = request.headers.get(TOKEN_HEADER, "")
         if not hmac.compare_digest(token, tag(f"{task_id}/{did}")):
             return JSONResponse({"error": "not a notification this service asked for"}, 401)
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return JSONResponse({"error": "too large"}, 413)
+        body = b""
+        async for chunk in request.stream():  # never more than MAX_BODY in memory
+            body += chunk
+            if len(body) > MAX_BODY:
+                return JSONResponse({"error": "too large"}, 413)
         found = await watch.store.delegation(task_id, did)
         if found is None or found.peer is None:
             return JSONResponse({"error": "no such delegation"}, 404)
@@ -62,4 +65,4 @@ def peer_routes(watch: PeerWatch, tag: Callable[[str], str]) -> list[Route]:
         await watch.refresh(task_id, did)
         return JSONResponse({"ok": True})
 
-    return [Route("/peers/notify/{task_id}/{delegation}", notify, methods=["POST"])]
+    return [Route(PEER_NOTIFY_PREFIX + "{task_id}/{delegation}", notify, methods=["POST"])]

@@ -1,5 +1,11 @@
 """The four push-config methods of our RequestHandler, and the inline config's registration:
-webhooks kept per task owner, each URL checked by the SSRF guard first."""
+webhooks kept per task owner, each URL checked by the SSRF guard first.
+
+A config remembers the A2A version of the client that made it (its notifications' shape:
+`delivery/payloads.py`). Its authentication scheme `HMAC-SHA256` (or `hmac_sha256`) asks for
+HMAC-signed notifications, the secret as the credentials (a 0.3 client: `schemes:
+["HMAC-SHA256"]`); the secret is sealed at rest like any credentials, and no read shows it.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +23,9 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InternalError, InvalidParamsError
 
 from a2a_agent.delivery.guard import AllowList, UrlRefused, check_url
+from a2a_agent.delivery.signing import HMAC_SCHEME, hmac_key, is_hmac_scheme
 from a2a_agent.edge import scopes
+from a2a_agent.edge.versions import V10, protocol_of
 from persistence.errors import StoreUnavailable
 from persistence.push import PushConfig, PushConfigStore
 from persistence.records import TaskRow
@@ -61,20 +69,37 @@ class PushConfigMethods:
             raise InvalidParamsError(str(exc)) from exc
 
     async def _register(
-        self, task_id: str, owner: str, params: TaskPushNotificationConfig, *, from_seq: int
+        self,
+        task_id: str,
+        owner: str,
+        params: TaskPushNotificationConfig,
+        *,
+        from_seq: int,
+        protocol: str = V10,
     ) -> TaskPushNotificationConfig:
+        """Store a config made by a client of A2A `protocol` ("0.3" or "1.0")."""
         await self._checked_url(params.url)
         for value, what in ((params.id, "the push config id"), (params.token, "the token")):
             printable(value, what)
         auth = params.authentication if params.HasField("authentication") else None
+        scheme = auth.scheme if auth is not None else ""
+        if auth is not None and is_hmac_scheme(scheme):
+            try:
+                hmac_key(auth.credentials)
+            except ValueError as exc:
+                raise InvalidParamsError(
+                    f"{exc}: give the secret as the authentication's credentials"
+                ) from exc
+            scheme = HMAC_SCHEME
         config = PushConfig(
             task_id=task_id,
             id=params.id or str(uuid.uuid4()),
             url=params.url,
             token=params.token or None,
-            authentication={"scheme": auth.scheme, "credentials": auth.credentials}
-            if auth is not None and auth.scheme
+            authentication={"scheme": scheme, "credentials": auth.credentials}
+            if auth is not None and scheme
             else None,
+            protocol=protocol,
         )
         try:
             stored = await self.push.put(config, owner, from_seq=from_seq)
@@ -89,7 +114,9 @@ class PushConfigMethods:
         row = await self._load(params.task_id, caller)
         # From now on: the task's events so far are in GetTask; a config given with the
         # first message (SendMessage's configuration) gets every event.
-        return await self._register(row.task_id, caller, params, from_seq=row.event_seq)
+        return await self._register(
+            row.task_id, caller, params, from_seq=row.event_seq, protocol=protocol_of(context)
+        )
 
     async def _configs(self, task_id: str, owner: str, config_id: str | None) -> list[PushConfig]:
         await self._load(task_id, owner)
@@ -118,8 +145,12 @@ class PushConfigMethods:
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
+        """Idempotent (A2A 1.0 §3.1.10): a config already deleted, or never made, on a task
+        of the caller's is deleted all the same; an unknown task is TaskNotFound."""
         caller = scopes.owner(context, "read")
         await self._load(params.task_id, caller)
         printable(params.id, "the push config id")
-        if not await self.push.delete(params.task_id, caller, params.id):
-            raise InvalidParamsError(f"task {params.task_id} has no push config {params.id!r}")
+        try:
+            await self.push.delete(params.task_id, caller, params.id)
+        except StoreUnavailable as exc:
+            raise InternalError(f"{exc}; the push config was not deleted, try again") from exc

@@ -3,43 +3,96 @@ A2A-Version header."""
 
 from __future__ import annotations
 
-import json
+import asyncio
 import re
 
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    JSONParseError,
+    VersionNotSupportedError,
+)
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from a2a_agent.edge.json_checks import nonfinite
+from a2a_agent.edge.refusals import (
+    Refusal,
+    header,
+    refuse,
+    speaks_jsonrpc,
+    too_large,
+    too_slow,
+)
 
 JSON_TYPES = (b"application/json", b"application/a2a+json")
 WITH_BODY = ("POST", "PUT", "PATCH")
-JSON_PARSE_ERROR = -32700
-VERSION_NOT_SUPPORTED = -32009
+THREADED_DEPTH_BYTES = 256 * 1024
+
+
+class TrustedHosts:
+    """Only requests for this server's own names (`Host`), so a page that re-points a name it
+    controls at this address (DNS rebinding) reaches nothing. As starlette's
+    TrustedHostMiddleware, with the refusal in the request's protocol."""
+
+    def __init__(self, app: ASGIApp, *, allowed_hosts: list[str], jsonrpc_path: str = "/"):
+        self.app = app
+        self.allowed = [pattern.lower() for pattern in allowed_hosts]
+        self.jsonrpc_path = jsonrpc_path
+
+    def _allows(self, host: str) -> bool:
+        name = host.strip().lower()
+        if name.startswith("["):
+            name = name[: name.find("]") + 1]
+        elif name.count(":") == 1:
+            name = name.split(":", 1)[0]
+        return bool(name) and any(
+            pattern in ("*", name) or (pattern.startswith("*") and name.endswith(pattern[1:]))
+            for pattern in self.allowed
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and not self._allows(
+            header(scope, b"host") or ""
+        ):
+            text = "this server does not answer for that Host; use its own address"
+            refusal = Refusal(400, -32600, "INVALID_ARGUMENT", "INVALID_HOST", text)
+            await refuse(scope, send, refusal, jsonrpc_path=self.jsonrpc_path)
+            return
+        await self.app(scope, receive, send)
 
 
 class StrictContentType:
     """A request with a body must say it is JSON (`Content-Type: application/json`); a form
-    or `text/plain` POST is what a browser page sends to a server it should not reach."""
+    or `text/plain` POST is what a browser page sends to a server it should not reach. A POST
+    with no body and no type is what the bindings send where a method has no body (the
+    SDK's REST `:subscribe` and `:cancel`): it is let through as empty."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, jsonrpc_path: str = "/") -> None:
         self.app = app
+        self.jsonrpc_path = jsonrpc_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] in WITH_BODY:
-            declared = b""
-            for name, value in scope["headers"]:
-                if name == b"content-type":
-                    declared = value.split(b";", 1)[0].strip().lower()
-                    break
-            if declared not in JSON_TYPES:
-                got = declared.decode("latin-1") or "none"
-                await send_json(
-                    send,
-                    415,
-                    {
-                        "error": "send the request body as JSON with 'Content-Type: "
-                        f"application/json' (got {got!r})"
-                    },
+            declared = (header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
+            if declared.encode() not in JSON_TYPES and not (not declared and _bodyless(scope)):
+                got = declared or "none"
+                text = (
+                    "send the request body as JSON with 'Content-Type: application/json' "
+                    f"(got {got!r})"
                 )
+                refusal = Refusal.of(ContentTypeNotSupportedError(text), http_status=415)
+                await refuse(scope, send, refusal, jsonrpc_path=self.jsonrpc_path)
                 return
         await self.app(scope, receive, send)
+
+
+def _bodyless(scope: Scope) -> bool:
+    """Whether the request says it has no body (`Content-Length: 0`, or neither a length nor
+    a chunked transfer)."""
+    length = header(scope, b"content-length")
+    if length is not None:
+        return length.strip() == "0"
+    return header(scope, b"transfer-encoding") is None
 
 
 VERSION = re.compile(rb"\d{1,3}(\.\d{1,3}){0,2}")
@@ -68,89 +121,87 @@ def json_depth(body: bytes) -> int:
     return deepest
 
 
-def _unreadable(body: bytes) -> str | None:
+async def _unreadable(body: bytes) -> str | None:
     """Why `body` cannot be JSON the SDK may parse, or None."""
     try:
         body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return f"the request body is not valid UTF-8 (byte {exc.start}); JSON is UTF-8"
     # Cheap first: fewer brackets than the limit cannot nest deeper than it.
-    if body.count(b"{") + body.count(b"[") > MAX_DEPTH and json_depth(body) > MAX_DEPTH:
-        return f"the request's JSON nests deeper than {MAX_DEPTH} levels"
+    if body.count(b"{") + body.count(b"[") > MAX_DEPTH:
+        # The walk is Python, byte by byte: a large body is walked off the event loop, so
+        # one caller's megabytes of brackets do not hold every other request.
+        deep = (
+            await asyncio.to_thread(json_depth, body)
+            if len(body) > THREADED_DEPTH_BYTES
+            else json_depth(body)
+        )
+        if deep > MAX_DEPTH:
+            return f"the request's JSON nests deeper than {MAX_DEPTH} levels"
     return None
 
 
-async def send_json(
-    send: Send, status: int, payload: object, *, headers: tuple[tuple[bytes, bytes], ...] = ()
-) -> None:
-    """Answer a request with `payload` as JSON, before any app has read it."""
-    body = json.dumps(payload).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _refuse(send: Send, *, rpc: bool, code: int, text: str) -> None:
-    """A JSON-RPC error (HTTP 200, as JSON-RPC answers) or, for REST, a 400 saying why."""
-    if rpc:
-        error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": text}}
-        await send_json(send, 200, error)
-    else:
-        await send_json(send, 400, {"error": text})
-
-
 class RequestLimits:
-    """What no request may exceed, checked before the SDK parses it: the body's size (413),
-    its encoding (UTF-8) and the nesting of its JSON (the JSON-RPC parse error, not a codec's
-    or Python's recursion limit's text), and an `A2A-Version` that is not a version number
-    (VersionNotSupported, not an int overflow)."""
+    """What no request may exceed, checked before the SDK parses it: the body's size (413, from
+    `Content-Length` before a byte is read when it says), the time to send it (408), its
+    encoding (UTF-8), the nesting of its JSON and numbers JSON cannot carry (the protocol's
+    parse or params error, not a codec's, Python's recursion limit's or a serializer's text),
+    and an `A2A-Version` that is not a version number (VersionNotSupported, not an int
+    overflow). It reads the body once and hands it on."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int, jsonrpc_path: str = "/") -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_bytes: int,
+        jsonrpc_path: str = "/",
+        body_timeout_s: float = 60.0,
+        unlimited: tuple[str, ...] = (),
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.jsonrpc_path = jsonrpc_path
+        self.body_timeout_s = body_timeout_s
+        self.unlimited = unlimited  # path prefixes whose routes bound their own bodies
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"].startswith(self.unlimited):
             await self.app(scope, receive, send)
             return
-        rpc = scope["path"] == self.jsonrpc_path
-        for name, value in scope["headers"]:
-            if name == b"a2a-version" and not VERSION.fullmatch(value.strip()):
-                text = "A2A-Version must be a version number such as 1.0; this server speaks 1.0"
-                await _refuse(send, rpc=rpc, code=VERSION_NOT_SUPPORTED, text=text)
-                return
+        rpc = speaks_jsonrpc(scope, self.jsonrpc_path)
+        version = header(scope, b"a2a-version")
+        if version is not None and not VERSION.fullmatch(version.strip().encode()):
+            text = (
+                "A2A-Version must be a version number such as 1.0 (or absent, for 0.3); "
+                "this server speaks 1.0 and 0.3"
+            )
+            await self._refuse(scope, send, rpc, Refusal.of(VersionNotSupportedError(text)))
+            return
         if scope["method"] not in WITH_BODY:
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            event: Message = await receive()
-            if event["type"] == "http.disconnect":
-                return
-            chunk: bytes = event.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                too_big = f"the request is larger than {self.max_bytes} bytes"
-                await send_json(send, 413, {"error": too_big})
-                return
-            chunks.append(chunk)
-            if not event.get("more_body"):
-                break
-        body = b"".join(chunks)
-        unreadable = _unreadable(body)
+        declared = header(scope, b"content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
+            await refuse(scope, send, self._too_large(), jsonrpc_path=self.jsonrpc_path)
+            return
+        try:
+            body = await asyncio.wait_for(self._read(receive), self.body_timeout_s)
+        except TimeoutError:
+            text = f"the request's body did not arrive within {self.body_timeout_s:g} s"
+            await refuse(scope, send, too_slow(text), jsonrpc_path=self.jsonrpc_path)
+            return
+        if body is None:
+            return  # the client went away
+        if len(body) > self.max_bytes:
+            await refuse(scope, send, self._too_large(), jsonrpc_path=self.jsonrpc_path)
+            return
+        unreadable = await _unreadable(body)
         if unreadable is not None:
-            await _refuse(send, rpc=rpc, code=JSON_PARSE_ERROR, text=unreadable)
+            await self._refuse(scope, send, rpc, Refusal.of(JSONParseError(unreadable)))
+            return
+        number = nonfinite(body)
+        if number is not None:
+            await self._refuse(scope, send, rpc, Refusal.of(InvalidParamsError(number.message)))
             return
         replayed = False
 
@@ -162,3 +213,26 @@ class RequestLimits:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    def _too_large(self) -> Refusal:
+        return too_large(f"the request is larger than {self.max_bytes} bytes")
+
+    async def _refuse(self, scope: Scope, send: Send, rpc: bool, refusal: Refusal) -> None:
+        # JSON-RPC answers its errors with HTTP 200, as the SDK does; REST with 400.
+        status = 200 if rpc else 400
+        await refuse(scope, send, refusal, jsonrpc_path=self.jsonrpc_path, status=status)
+
+    async def _read(self, receive: Receive) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            event: Message = await receive()
+            if event["type"] == "http.disconnect":
+                return None
+            chunk: bytes = event.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                return b"".join(chunks) + chunk  # over the limit: said so by the caller
+            chunks.append(chunk)
+            if not event.get("more_body"):
+                return b"".join(chunks)

@@ -11,14 +11,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from a2a_agent.budget import MAX_TOOL_LIMITS, TOOL_NAME
 from a2a_agent.plans import (
     ITEM_ID,
+    MAX_ASK_CHARS,
     MAX_ATTEMPTS_CAP,
+    MAX_COMMAND_CHARS,
     MAX_EXPIRES_S,
+    MAX_FACTS,
+    MAX_GOAL_CHARS,
+    MAX_TITLE_CHARS,
     ON_EXPIRY,
     ON_ITEM_FAILURE,
     ON_REGRESSION,
     ON_WEAK_CHECK,
+    RESERVED_IDS,
     PlanLimits,
 )
 from a2a_agent.sources import MAX_DEPTH, REF
@@ -29,12 +36,29 @@ PLAN_PATH = "/schemas/plan.v1.json"
 BUDGET_PATH = "/schemas/budget.v1.json"
 WORKSPACE_PATH = "/schemas/workspace.v1.json"
 PUBLISH_PATH = "/schemas/publish.v1.json"
-SOURCE_REF = REF.pattern
+
+
+def _whole(pattern: str) -> str:
+    """A Python `^...$` pattern as one that matches the whole string alike in Python's `re`
+    (whose `$` also matches before a final newline) and in ECMA-262."""
+    return pattern.removesuffix("$") + "$(?!\\n)"
+
+
+SOURCE_REF = _whole(REF.pattern)
 EXTENSION_URI = "https://github.com/a2a-agent/a2a-agent/extensions/verified-plan/v1"
+SOMETHING = r"\S"  # not empty, not only spaces
+CONTROL = r"[\u0000-\u001f\u007f]"  # a title has none
+NAME = _whole(ITEM_ID.pattern)
+
+
+def _text(limit: int, *, one_line: bool = False) -> JSON:
+    """A string with something in it, at most `limit` characters."""
+    patterns = [{"pattern": SOMETHING}] + ([{"not": {"pattern": CONTROL}}] if one_line else [])
+    return {"type": "string", "minLength": 1, "maxLength": limit, "allOf": patterns}
 
 
 def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
-    text: JSON = {"type": "string", "minLength": 1}
+    text = _text(MAX_COMMAND_CHARS)
     timeout: JSON = {"type": "integer", "minimum": 1, "maximum": limits.max_verify_timeout_s}
     command = {
         "description": "A shell command (bash -c) run in the task's git workspace, or the "
@@ -69,15 +93,29 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
     peer_name: dict[str, Any] = {"type": "string"}
     if limits.peers:
         peer_name["enum"] = sorted(limits.peers)
+    fact = {
+        "type": "object",
+        "required": ["key", "check"],
+        "additionalProperties": False,
+        "properties": {
+            "key": {"type": "string", "pattern": NAME},
+            "check": {**text, "description": "A command; its output is the fact's value."},
+            "maxAgeS": {"type": "integer", "minimum": 1, "maximum": MAX_EXPIRES_S, "default": 3600},
+        },
+    }
     item = {
         "type": "object",
         "required": ["id"],
         "anyOf": [{"required": ["verify"]}, {"required": ["ask"]}],
-        "not": {"required": ["ask", "run"]},
+        "allOf": [
+            {"not": {"required": ["ask", "run"]}},
+            {"not": {"required": ["delegateTo", "run"]}},
+            {"not": {"required": ["delegateTo", "ask"]}},
+        ],
         "additionalProperties": False,
         "properties": {
-            "id": {"type": "string", "pattern": f"^{ITEM_ID.pattern.strip('^$')}$"},
-            "title": {"type": "string", "minLength": 1},
+            "id": {"type": "string", "pattern": NAME, "not": {"enum": sorted(RESERVED_IDS)}},
+            "title": _text(MAX_TITLE_CHARS, one_line=True),
             "run": {
                 "$ref": "#/$defs/command",
                 "description": "Does the item's work; without it the model works the item.",
@@ -113,8 +151,7 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                 "the work's output to run at all.",
             },
             "ask": {
-                "type": "string",
-                "minLength": 1,
+                **_text(MAX_ASK_CHARS),
                 "description": "A question for a person: the answer is the item's work "
                 "(kept in answers/<id>.md; verify defaults to `test -s answers/<id>.md`).",
             },
@@ -129,9 +166,19 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
                         "type": "object",
                         "required": ["peer"],
                         "additionalProperties": False,
-                        "properties": {"peer": peer_name, "plan": {"type": "object"}},
+                        "properties": {
+                            "peer": peer_name,
+                            "plan": {"type": "object", "required": ["goal", "items"]},
+                        },
                     },
                 ],
+            },
+            "facts": {
+                "type": "array",
+                "maxItems": MAX_FACTS,
+                "items": fact,
+                "description": "Once the item is verified each check runs and its output is "
+                "the fact's value (keys unique within the item; the server checks).",
             },
         },
     }
@@ -188,7 +235,7 @@ def plan_schema(limits: PlanLimits, base_url: str) -> JSON:
         "required": ["goal", "items"],
         "additionalProperties": False,
         "properties": {
-            "goal": {"type": "string", "minLength": 1, "pattern": r"\S"},
+            "goal": _text(MAX_GOAL_CHARS),
             "items": {
                 "type": "array",
                 "minItems": 1,
@@ -236,6 +283,8 @@ def budget_schema(caps: Mapping[str, Any], base_url: str) -> JSON:
             "maxActions": {
                 "type": "object",
                 "minProperties": 1,
+                "maxProperties": MAX_TOOL_LIMITS,
+                "propertyNames": {"pattern": _whole(TOOL_NAME.pattern)},
                 "description": 'Tool calls per tool name, and "*" for all of them.',
                 "additionalProperties": {
                     "type": "integer",
@@ -247,6 +296,17 @@ def budget_schema(caps: Mapping[str, Any], base_url: str) -> JSON:
     }
 
 
+# What sources.py refuses besides REF: ".." anywhere, a ".lock" end (and for a branch, a "/"
+# end); and a URL with control characters or a leading "-".
+NOT_A_REF = {"not": {"pattern": r"\.\.|\.lock$"}}
+NOT_A_BRANCH = {"not": {"pattern": r"\.\.|\.lock$|/$"}}
+URL: JSON = {
+    "type": "string",
+    "minLength": 1,
+    "allOf": [{"pattern": SOMETHING}, {"not": {"pattern": "^-|[\u0000-\u001f]"}}],
+}
+
+
 def workspace_schema(base_url: str) -> JSON:
     git = {
         "type": "object",
@@ -254,12 +314,11 @@ def workspace_schema(base_url: str) -> JSON:
         "additionalProperties": False,
         "properties": {
             "url": {
-                "type": "string",
-                "minLength": 1,
+                **URL,
                 "description": "https:// (a public host), or a URL the server lists "
                 "(A2A_AGENT_GIT_ALLOWED_URLS; the only way to file://).",
             },
-            "ref": {"type": "string", "pattern": SOURCE_REF, "default": "HEAD"},
+            "ref": {"type": "string", "pattern": SOURCE_REF, **NOT_A_REF, "default": "HEAD"},
             "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH},
             "credential": {
                 "type": "string",
@@ -281,6 +340,8 @@ def workspace_schema(base_url: str) -> JSON:
             "fromTask": {
                 "type": "string",
                 "minLength": 1,
+                "maxLength": 200,
+                "pattern": SOMETHING,
                 "description": "Start from the final state of an earlier task of yours.",
             },
         },
@@ -303,8 +364,8 @@ def publish_schema(base_url: str) -> JSON:
                 "required": ["url", "branch"],
                 "additionalProperties": False,
                 "properties": {
-                    "url": {"type": "string", "minLength": 1},
-                    "branch": {"type": "string", "pattern": SOURCE_REF},
+                    "url": URL,
+                    "branch": {"type": "string", "pattern": SOURCE_REF, **NOT_A_BRANCH},
                     "credential": {"type": "string"},
                 },
             }

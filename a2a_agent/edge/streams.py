@@ -1,15 +1,22 @@
-"""Streams that resume: every stream event carries its event id (`<task id>:<seq>`) in its
-metadata and as the SSE `id:`; a client that reconnects to SubscribeToTask with the last id it
-saw (the `Last-Event-ID` header, or `?lastEventId=` on the URL for clients that cannot set
-headers) gets exactly the events after it, read from the event log, on any replica.
+"""Streams that resume, on both bindings and both protocol versions: every stream event
+carries its event id (`<task id>:<seq>`) in its metadata and as the SSE `id:`; a client that
+reconnects to SubscribeToTask with the last id it saw (the `Last-Event-ID` header, or
+`?lastEventId=` on the URL for clients that cannot set headers) gets exactly the events
+after it, read from the event log, on any replica.
 
 The SDK writes the SSE frames; this ASGI middleware adds the `id:` lines to them (from the
-event's metadata) and turns the query parameter into the header.
+event's metadata), turns the query parameter into the header, and keeps a quiet stream alive:
+a comment line (`: keep-alive`) after `ping_s` seconds without a frame
+(`A2A_AGENT_STREAM_PING_S`), so a client's read timeout, or a proxy's idle timeout, longer
+than that never fires while a long step runs. sse-starlette's own 15 s ping stays beneath it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -17,22 +24,29 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LAST_EVENT_ID = b"last-event-id"
 QUERY_PARAMETER = "lastEventId"
+KEEP_ALIVE = b": keep-alive\r\n\r\n"
 
 
 def _event_id(data: bytes) -> str | None:
+    """The event id a frame's event carries in its metadata, whichever binding and version
+    wrote it: a JSON-RPC envelope or REST's bare `StreamResponse`; 1.0's `{statusUpdate: ..}`
+    or 0.3's `{kind: "status-update", ..}`."""
     try:
         item = json.loads(data)
     except ValueError:
         return None
-    result = item.get("result") if isinstance(item, dict) else None
-    if not isinstance(result, dict):
+    if isinstance(item, dict) and "jsonrpc" in item:
+        item = item.get("result")
+    if not isinstance(item, dict):
         return None
+    event: Any = item if "kind" in item else None
     for kind in ("statusUpdate", "artifactUpdate", "task"):
-        event = result.get(kind)
-        if isinstance(event, dict):
-            found = (event.get("metadata") or {}).get("eventId")
-            return str(found) if found else None
-    return None
+        if event is None and isinstance(item.get(kind), dict):
+            event = item[kind]
+    if not isinstance(event, dict):
+        return None
+    found = (event.get("metadata") or {}).get("eventId")
+    return str(found) if found else None
 
 
 def _with_id(frame: bytes) -> bytes:
@@ -59,8 +73,9 @@ def _split(buffer: bytes) -> tuple[list[bytes], bytes]:
 
 
 class ResumableStreams:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, ping_s: float = 15.0) -> None:
         self.app = app
+        self.ping_s = ping_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -71,18 +86,67 @@ class ResumableStreams:
         if QUERY_PARAMETER in query and not any(k == LAST_EVENT_ID for k, _ in headers):
             headers.append((LAST_EVENT_ID, query[QUERY_PARAMETER][0].encode()))
             scope = {**scope, "headers": headers}
-        state: dict[str, Any] = {"streaming": False, "buffer": b""}
+        stream = _Stream(send, self.ping_s)
+        try:
+            await self.app(scope, receive, stream.send)
+        finally:
+            await stream.close()
 
-        async def send_with_ids(message: Message) -> None:
+
+class _Stream:
+    """One response as it goes out: frames given their ids, and, while it is an open event
+    stream, a comment sent whenever it has been quiet for the ping interval. Sends never
+    overlap (an ASGI `send` is not re-entrant) and a comment never splits a frame."""
+
+    def __init__(self, send: Send, ping_s: float) -> None:
+        self._send = send
+        self._ping_s = ping_s
+        self._lock = asyncio.Lock()
+        self._buffer = b""
+        self._streaming = False
+        self._ended = False
+        self._last = time.monotonic()
+        self._pinger: asyncio.Task[None] | None = None
+
+    async def send(self, message: Message) -> None:
+        async with self._lock:
             if message["type"] == "http.response.start":
                 content_type = dict(message.get("headers", [])).get(b"content-type", b"")
-                state["streaming"] = content_type.startswith(b"text/event-stream")
-            elif message["type"] == "http.response.body" and state["streaming"]:
-                frames, state["buffer"] = _split(state["buffer"] + message.get("body", b""))
+                self._streaming = content_type.startswith(b"text/event-stream")
+                if self._streaming and self._ping_s > 0:
+                    # Ended with the response (`close`); a send that fails ends it too.
+                    self._pinger = asyncio.create_task(self._pings(), name="stream keep-alive")
+            elif message["type"] == "http.response.body" and self._streaming:
+                frames, self._buffer = _split(self._buffer + message.get("body", b""))
                 body = b"".join(_with_id(f) for f in frames)
                 if not message.get("more_body", False):
-                    body, state["buffer"] = body + state["buffer"], b""
+                    body, self._buffer = body + self._buffer, b""
+                    self._ended = True
                 message = {**message, "body": body}
-            await send(message)
+            await self._send(message)
+            self._last = time.monotonic()
 
-        await self.app(scope, receive, send_with_ids)
+    async def _pings(self) -> None:
+        ping_s = self._ping_s
+        while True:
+            # Due a ping interval after the last frame; never sooner than a tenth of one (a
+            # frame still half-written waits for its end).
+            await asyncio.sleep(max(ping_s / 10, self._last + ping_s - time.monotonic()))
+            async with self._lock:
+                if self._ended:
+                    return
+                quiet = time.monotonic() - self._last >= ping_s
+                if quiet and not self._buffer:
+                    try:
+                        await self._send(
+                            {"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True}
+                        )
+                    except OSError:  # the client went away: the response ends on its own
+                        return
+                    self._last = time.monotonic()
+
+    async def close(self) -> None:
+        if self._pinger is not None:
+            self._pinger.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pinger

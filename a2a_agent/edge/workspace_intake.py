@@ -19,7 +19,7 @@ from typing import Any
 from a2a.types.a2a_pb2 import Message, Part
 
 from a2a_agent.errors import PlanError
-from a2a_agent.harness.unpack import Limits, Member, check_tree, scan
+from a2a_agent.harness.workspace.unpack import Limits, Member, check_tree, scan
 from a2a_agent.sources import (
     WORKSPACE_KEYS,
     SourceRules,

@@ -16,3 +16,12 @@ class RunEngine(Protocol):
     async def cancel(self, task_id: str) -> None:
         """The task's state says canceled already: see that its run stops and closes."""
         ...
+
+
+class LaunchedEngine(RunEngine, Protocol):
+    """What the process's runtime needs of its engine: the edge's two methods, and a start
+    and an end inside the app's lifespan (DBOS's launch and destroy; a test's fake: none)."""
+
+    async def launch(self) -> None: ...
+
+    async def shutdown(self) -> None: ...

@@ -7,17 +7,17 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID
+from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, SetWorkflowID
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.retention import Pruner, Retention
 from a2a_agent.engine.runner import RUN_QUEUE, PlanRunner, workflow_id
 from a2a_agent.engine.supervisor import Supervisor
-from a2a_agent.harness.decisions import DecisionSteps
-from a2a_agent.harness.delegation import Delegator
-from a2a_agent.harness.facts import FactSteps
-from a2a_agent.harness.model_work import ModelWork
-from a2a_agent.harness.plan_harness import PlanHarness
+from a2a_agent.harness.checks.decisions import DecisionSteps
+from a2a_agent.harness.checks.facts import FactSteps
+from a2a_agent.harness.checks.plan_harness import PlanHarness
+from a2a_agent.harness.delegation.delegator import Delegator
+from a2a_agent.harness.model.model_work import ModelWork
 from a2a_agent.watched import watch
 from persistence.engine_connections import engine_connection_factory
 from persistence.errors import StoreError
@@ -70,24 +70,24 @@ class DbosEngine:
         self._shutdown_grace_s = shutdown_grace_s
         self._supervisor_task: asyncio.Task[None] | None = None
         self.gate = StepGate()
-        DBOS(
-            config={
-                "name": APP_NAME,
-                "system_database_url": system_database_url,
-                "application_version": application_version,
-                "executor_id": registry.me.executor_id,
-                "serializer": DBOSPortableJSONSerializer(),
-                "log_level": "WARNING",
-                # SQLAlchemy's pre-ping doubles the engine's round trips per step; a connection
-                # broken by a database restart fails one call instead, which DBOS retries.
-                "db_engine_kwargs": {
-                    "pool_pre_ping": False,
-                    "pool_size": 10,
-                    "max_overflow": 0,
-                    "creator": engine_connection_factory(conninfo),
-                },
-            }
-        )
+        # DBOS is a process-wide object: it is made at launch, not here, so building the app
+        # (and the engine) has no global side effect until the lifespan starts it.
+        self._dbos_config: DBOSConfig = {
+            "name": APP_NAME,
+            "system_database_url": system_database_url,
+            "application_version": application_version,
+            "executor_id": registry.me.executor_id,
+            "serializer": DBOSPortableJSONSerializer(),
+            "log_level": "WARNING",
+            # SQLAlchemy's pre-ping doubles the engine's round trips per step; a connection
+            # broken by a database restart fails one call instead, which DBOS retries.
+            "db_engine_kwargs": {
+                "pool_pre_ping": False,
+                "pool_size": 10,
+                "max_overflow": 0,
+                "creator": engine_connection_factory(conninfo),
+            },
+        }
         self._harness = harness
         self._runner = PlanRunner(
             harness, work, decisions, facts, gate=self.gate, delegator=delegator
@@ -117,6 +117,7 @@ class DbosEngine:
         # Claim the executor id before DBOS recovers "our" runs: two live processes with one
         # id would run the same steps at once.
         await self._registry.register()
+        DBOS(config=self._dbos_config)
         if not self._run_worker:
             DBOS.listen_queues([])
         DBOS.launch()  # on this loop, so recovered runs execute on the server's loop

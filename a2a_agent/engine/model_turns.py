@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, Protocol
 
-from a2a_agent.harness import prompts
-from a2a_agent.harness.keys import PLAN_SCOPE, effect_key
-from a2a_agent.harness.model_work import ModelWork
-from a2a_agent.harness.results import JSON, StepResult
+from a2a_agent.harness.kernel.keys import PLAN_SCOPE, effect_key
+from a2a_agent.harness.kernel.results import JSON, StepResult
+from a2a_agent.harness.model import prompts
+from a2a_agent.harness.model.model_work import ModelWork
 from a2a_agent.model.types import ModelResponse, Usage, assistant, tool_results, user_text
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from a2a.helpers.proto_helpers import get_data_parts
 from a2a.types.a2a_pb2 import Task
 
-from a2a_agent.harness.delegates import cancel_remote, send_answer
+from a2a_agent.harness.delegation.peer_calls import cancel_remote, send_answer
 from a2a_agent.peers import PeerClient, PeerError, state_name
 from a2a_agent.wire import from_wire
 from persistence.delegations import DelegationStore, OpenDelegation
@@ -85,6 +85,9 @@ class PeerWatch:
             # Our task ended (a cancel): its peer's task has nothing to do any more.
             await cancel_remote(self.store, self.peers, found)
             return
+        # An answer still pending goes first: what the peer's task did next may be its doing.
+        for answer in await self.store.pending_answers(found.task_id, found.id):
+            await send_answer(self.store, self.peers, answer)
         try:
             task = await self.peers.get(peer, remote)
         except PeerError as exc:

@@ -19,13 +19,13 @@ from dbos import DBOS, DBOSConfiguredInstance, SetWorkflowID
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.model_turns import ModelTurns, RunStopped
-from a2a_agent.harness.decisions import DecisionSteps
-from a2a_agent.harness.delegation import Delegator
-from a2a_agent.harness.facts import FactSteps
-from a2a_agent.harness.model_work import ModelWork
-from a2a_agent.harness.pauses import RUNNING_SEGMENT
-from a2a_agent.harness.plan_harness import PlanHarness
-from a2a_agent.harness.results import JSON, StepResult
+from a2a_agent.harness.checks.decisions import DecisionSteps
+from a2a_agent.harness.checks.facts import FactSteps
+from a2a_agent.harness.checks.plan_harness import PlanHarness
+from a2a_agent.harness.delegation.delegator import Delegator
+from a2a_agent.harness.kernel.pauses import RUNNING_SEGMENT
+from a2a_agent.harness.kernel.results import JSON, StepResult
+from a2a_agent.harness.model.model_work import ModelWork
 from a2a_agent.observe import tracing
 from a2a_agent.observe.logs import log_context
 from persistence.errors import StoreUnavailable
@@ -125,6 +125,9 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
                 )
                 return result
         finally:
+            # A step refused before it began (a shutdown, a cancel while the trace was read)
+            # is a coroutine never awaited: closed here, so it is not left to the collector.
+            step.close()
             RUNNING_SEGMENT.reset(token)
 
     async def _trace_of(self, task_id: str) -> str | None:

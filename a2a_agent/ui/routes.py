@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from a2a_agent.edge.auth import UI_COOKIE, KeyVerifier
 from a2a_agent.edge.handler import AgentRequestHandler
-from a2a_agent.harness.render import progress_document, transition_line
+from a2a_agent.harness.kernel.render import progress_document, transition_line
 from a2a_agent.ui import views
 from a2a_agent.ui.actions import Actions, person_of
 from a2a_agent.wire import to_wire

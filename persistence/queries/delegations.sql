@@ -76,6 +76,18 @@ WHERE a.state = 'pending' AND d.state = 'pending' AND d.remote_id IS NOT NULL
 ORDER BY a.updated_at
 LIMIT %(limit)s
 
+-- name: pending_answers_of
+-- One delegation's answers the peer has not taken yet, to give before its task is looked at:
+-- a worker killed after the peer took an answer, before that was recorded, must not let the
+-- delegation end with the answer still pending (sent again, the peer keeps it once).
+SELECT a.task_id, a.delegation_id, a.pause_id, a.message_id, a.approval, a.state, a.tries,
+       d.peer, d.remote_id
+FROM delegation_answers a
+JOIN delegations d ON d.task_id = a.task_id AND d.id = a.delegation_id
+WHERE a.task_id = %(task_id)s AND a.delegation_id = %(delegation_id)s AND a.state = 'pending'
+  AND d.remote_id IS NOT NULL
+ORDER BY a.updated_at
+
 -- name: answer_sent
 UPDATE delegation_answers
 SET state = 'sent', remote_state = %(remote_state)s, tries = tries + 1, last_error = NULL,

@@ -28,3 +28,21 @@ SELECT coalesce(max(version), 0) AS version FROM schema_migrations
 
 -- name: database_exists
 SELECT 1 FROM pg_database WHERE datname = %(name)s
+
+-- name: create_functions_table
+-- Which version of functions.sql the database runs (one row): a process whose code has an
+-- older one refuses to start rather than put its functions back under newer code.
+CREATE TABLE IF NOT EXISTS schema_functions (
+    only_row   boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    version    integer NOT NULL,
+    sha256     text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+)
+
+-- name: functions_version
+SELECT version, sha256 FROM schema_functions
+
+-- name: record_functions
+INSERT INTO schema_functions (only_row, version, sha256) VALUES (true, %(version)s, %(sha256)s)
+ON CONFLICT (only_row) DO UPDATE
+SET version = excluded.version, sha256 = excluded.sha256, applied_at = clock_timestamp()

@@ -3,29 +3,35 @@
 -- name: put_push_config
 -- The deliverers hear of it at once (the events it is owed may all be older than it).
 WITH put AS (
-    INSERT INTO push_configs (task_id, id, owner, url, token, authentication, acked_seq)
+    INSERT INTO push_configs (task_id, id, owner, url, token, authentication, acked_seq,
+                              protocol)
     VALUES (%(task_id)s, %(id)s, %(owner)s, %(url)s, %(token)s, %(authentication)s,
-            %(acked_seq)s)
+            %(acked_seq)s, %(protocol)s)
     ON CONFLICT (task_id, id) DO UPDATE
     SET url = excluded.url, token = excluded.token, authentication = excluded.authentication,
+        protocol = excluded.protocol,
         state = 'active', attempts = 0, last_error = NULL, next_attempt_at = clock_timestamp()
-    RETURNING task_id, id, url, token, authentication
+    RETURNING task_id, id, url, token, authentication, protocol
 )
 SELECT put.*, pg_notify('a2a_push_events', put.task_id) AS told FROM put
 
 -- name: get_push_configs
-SELECT task_id, id, url, token, authentication, acked_seq, state, attempts, delivered, last_error
+SELECT task_id, id, url, token, authentication, acked_seq, state, attempts, delivered, last_error,
+       protocol
 FROM push_configs
 WHERE task_id = %(task_id)s AND owner = %(owner)s AND (%(id)s::text IS NULL OR id = %(id)s)
 ORDER BY created_at, id
 
 -- name: delete_push_config
+-- No row when there was none to delete (deleting is idempotent: the edge does not mind).
 DELETE FROM push_configs WHERE task_id = %(task_id)s AND owner = %(owner)s AND id = %(id)s
 RETURNING id
 
 -- name: claim_pushes
 -- Configs with an event after their acked_seq and no attempt pending: leased for lease_s (a
--- deliverer that dies lets the lease run out; another then sends the event again).
+-- deliverer that dies lets the lease run out; another then sends the event again). A 0.3
+-- config also gets `base`, the task as of its cursor: the last status event and the last
+-- event of each artifact up to acked_seq (its receiver gets the whole Task at each event).
 WITH due AS (
     SELECT c.task_id, c.id
     FROM push_configs c JOIN tasks t ON t.id = c.task_id
@@ -40,7 +46,16 @@ SET next_attempt_at = clock_timestamp() + make_interval(secs => %(lease_s)s)
 FROM due
 WHERE c.task_id = due.task_id AND c.id = due.id
 RETURNING c.task_id, c.id, c.url, c.token, c.authentication, c.acked_seq, c.attempts,
+          c.protocol,
           (SELECT t.context_id FROM tasks t WHERE t.id = c.task_id) AS context_id,
+          CASE WHEN c.protocol = '0.3' THEN (
+              SELECT coalesce(jsonb_agg(jsonb_build_object('seq', b.seq, 'body', b.body,
+                                                           'age_s', 0) ORDER BY b.seq),
+                              '[]')
+              FROM (SELECT DISTINCT ON (e.body ->> 'kind', e.body ->> 'name') e.seq, e.body
+                    FROM events e WHERE e.task_id = c.task_id AND e.seq <= c.acked_seq
+                    ORDER BY e.body ->> 'kind', e.body ->> 'name', e.seq DESC) b)
+          ELSE '[]'::jsonb END AS base,
           (SELECT coalesce(jsonb_agg(jsonb_build_object(
                       'seq', e.seq, 'body', e.body,
                       'age_s', extract(epoch FROM clock_timestamp() - e.at)) ORDER BY e.seq),

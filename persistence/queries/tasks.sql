@@ -30,8 +30,8 @@ FOR UPDATE
 -- name: events_after
 SELECT seq, body FROM events WHERE task_id = %(task_id)s AND seq > %(after)s ORDER BY seq
 
--- name: task_of_message
-SELECT task_id FROM messages WHERE owner = %(owner)s AND message_id = %(message_id)s
+-- name: message_claim
+SELECT task_id, digest FROM messages WHERE owner = %(owner)s AND message_id = %(message_id)s
 
 -- name: answer_pause
 SELECT answer_pause(%(task_id)s, %(payload)s::jsonb) AS result

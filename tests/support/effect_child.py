@@ -16,12 +16,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from a2a_agent.budget import BudgetGuard, Spend
-from a2a_agent.harness.context import HarnessConfig, StepContext
-from a2a_agent.harness.effects import Concluded, Effect, Effects
-from a2a_agent.harness.endings import RunEndings
-from a2a_agent.harness.keys import effect_key
-from a2a_agent.harness.pauses import PauseConfig, Pauses
-from a2a_agent.harness.results import JSON, StepResult
+from a2a_agent.harness.kernel.context import HarnessConfig, StepContext
+from a2a_agent.harness.kernel.effects import Concluded, Effect, Effects
+from a2a_agent.harness.kernel.endings import RunEndings
+from a2a_agent.harness.kernel.keys import effect_key
+from a2a_agent.harness.kernel.pauses import PauseConfig, Pauses
+from a2a_agent.harness.kernel.results import JSON, StepResult
 from persistence.budgets import PostgresBudgets
 from persistence.db import create_pool
 from persistence.ledger import PostgresLedger

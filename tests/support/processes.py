@@ -27,6 +27,37 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def agent_env(
+    database_url: str,
+    home: Path,
+    executor_id: str,
+    code_dir: Path = REPO,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """What a test's server reads: the test's database and home, and the suite's defaults."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "DATABASE_URL": database_url,
+        "A2A_AGENT_HOME": str(home),
+        "A2A_AGENT_EXECUTOR_ID": executor_id,
+        "A2A_AGENT_QUEUE_POLL_S": "0.1",
+        "A2A_AGENT_RECONCILE_INTERVAL_S": "2",
+        # Tests of other behaviour expect a failed item or a spent budget to end the run;
+        # tests of pauses ask for them in the task's policy.
+        "A2A_AGENT_ON_ITEM_FAILURE": "stop",
+        "A2A_AGENT_BUDGET_PAUSE": "off",
+        # Most tests are about runs, not callers: no keys (loopback only). The tests of
+        # authentication (test_auth.py) turn it back on.
+        "A2A_AGENT_INSECURE_OPEN": "1",
+        # The tests' stand-in for an external system: a ledger file beside the home,
+        # which every command may append to (tests/test_sandbox.py shares nothing).
+        "A2A_AGENT_SANDBOX_SHARED": str(home.parent),
+        "PYTHONPATH": str(code_dir),
+        **(env or {}),
+    }
+
+
 class AgentProcess:
     """One `a2a-agent serve` or `a2a-agent worker` process with its own log file."""
 
@@ -49,27 +80,7 @@ class AgentProcess:
         self.args = [sys.executable, "-m", "a2a_agent", role, *extra_args]
         if role == "serve":
             self.args += ["--port", str(self.port)]
-        self.env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": os.environ.get("HOME", "/root"),
-            "DATABASE_URL": database_url,
-            "A2A_AGENT_HOME": str(home),
-            "A2A_AGENT_EXECUTOR_ID": executor_id,
-            "A2A_AGENT_QUEUE_POLL_S": "0.1",
-            "A2A_AGENT_RECONCILE_INTERVAL_S": "2",
-            # Tests of other behaviour expect a failed item or a spent budget to end the run;
-            # tests of pauses ask for them in the task's policy.
-            "A2A_AGENT_ON_ITEM_FAILURE": "stop",
-            "A2A_AGENT_BUDGET_PAUSE": "off",
-            # Most tests are about runs, not callers: no keys (loopback only). The tests of
-            # authentication (test_auth.py) turn it back on.
-            "A2A_AGENT_INSECURE_OPEN": "1",
-            # The tests' stand-in for an external system: a ledger file beside the home,
-            # which every command may append to (tests/test_sandbox.py shares nothing).
-            "A2A_AGENT_SANDBOX_SHARED": str(home.parent),
-            "PYTHONPATH": str(code_dir),
-            **(env or {}),
-        }
+        self.env = agent_env(database_url, home, executor_id, code_dir, env)
         self.log_path = home / f"{executor_id}-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 

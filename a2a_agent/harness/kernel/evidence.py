@@ -1,0 +1,53 @@
+"""What each attempt at an item showed: kept per attempt, never overwritten by the next.
+
+An item's `history` is a list of attempts, each {"attempt", "run" | "work", "verify",
+"outcome"}; `run` and `verify` hold a command's evidence (command, exit code, duration, the
+tail of its output, how many times it ran under its key, and `cannot_run` when the shell said
+its program was not found or not executable: why, in `sandbox.cannot_run`'s words).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a_agent.harness.kernel.results import JSON
+from a2a_agent.harness.workspace.commands import CommandResult
+from persistence.records import ItemRow
+
+
+def evidence(result: CommandResult, runs: int = 1) -> JSON:
+    shown: JSON = {
+        "command": result.command,
+        "exit_code": result.exit_code,
+        "output_tail": result.output_tail,
+        "duration_s": result.duration_s,
+        "timed_out": result.timed_out,
+        "runs": runs,
+    }
+    if result.cannot_run is not None:
+        shown["cannot_run"] = result.cannot_run
+    return shown
+
+
+def with_attempt(item: ItemRow, attempt: int, **fields: Any) -> list[JSON]:
+    """The item's attempts, with attempt `attempt` given `fields` (added if it is new)."""
+    history = [dict(entry) for entry in item.history]
+    for entry in history:
+        if entry.get("attempt") == attempt:
+            entry.update(fields)
+            return history
+    return [*history, {"attempt": attempt, **fields}]
+
+
+def reverify_results(item: ItemRow) -> list[JSON]:
+    """Every re-verification result the item's attempts hold, oldest first."""
+    return [
+        dict(found)
+        for entry in item.history
+        for found in entry.get("reverify") or []
+        if isinstance(found, dict)
+    ]
+
+
+def reopenings(item: ItemRow) -> int:
+    return sum(1 for entry in item.history if isinstance(entry.get("reopened"), dict))

@@ -1,0 +1,161 @@
+"""Run a shell command in a workspace with a timeout, keeping only the tail of its output."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from a2a_agent.harness.workspace.files import overwrite
+from a2a_agent.harness.workspace.sandbox import Sandbox, cannot_run
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    exit_code: int
+    output_tail: str
+    timed_out: bool
+    duration_s: float
+    # Why the program could not run, when the shell said so (`sandbox.cannot_run`); the same
+    # words end `output_tail`, so whatever shows the tail shows them.
+    cannot_run: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CommandResult:
+        return cls(
+            command=str(data["command"]),
+            exit_code=int(data["exit_code"]),
+            output_tail=str(data["output_tail"]),
+            timed_out=bool(data["timed_out"]),
+            duration_s=float(data["duration_s"]),
+            cannot_run=str(data["cannot_run"]) if data.get("cannot_run") else None,
+        )
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _pdeathsig_prefix() -> list[str]:
+    # If the worker dies, its command's shell dies with it (setpriv sets the parent-death
+    # signal, then execs bash); what the shell started is killed by `kill_leftovers`.
+    return ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
+
+
+def _note_group(pid_file: Path, pgid: int | None) -> None:
+    # A few bytes on local disk, written synchronously so a crash right after leaves it there.
+    if pgid is None:
+        pid_file.unlink(missing_ok=True)
+    else:
+        pid_file.parent.mkdir(exist_ok=True)
+        overwrite(pid_file, str(pgid))
+
+
+def kill_leftovers(pid_file: Path) -> None:
+    """Kill the process group a previous incarnation of this worker left running here."""
+    try:
+        pgid = int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return
+    _kill_group(pgid)
+    pid_file.unlink(missing_ok=True)
+
+
+async def run_command(
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    tail_bytes: int,
+    sandbox: Sandbox,
+    pid_file: Path | None = None,
+) -> CommandResult:
+    """Run `command` with bash in `cwd`, in the sandbox for `cwd`. Exit code 124 with
+    timed_out=True means it was killed. Exit code 127 or 126 with `cannot_run` set means the
+    shell said its program was not found or not executable (`sandbox.cannot_run` says why, and
+    the same words end the output tail); without it, the program itself exited so.
+
+    The command gets its own process group so a timeout or a cancellation kills everything it
+    started, not just the shell (and in the sandbox, killing it ends its PID namespace).
+    """
+    started = time.monotonic()
+    if pid_file is not None:
+        kill_leftovers(pid_file)
+    proc = await asyncio.create_subprocess_exec(
+        *_pdeathsig_prefix(),
+        *sandbox.wrap(["/bin/bash", "-c", command], cwd),
+        cwd=cwd,
+        env=dict(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    if pid_file is not None:
+        _note_group(pid_file, proc.pid)
+    tail = bytearray()
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(65536):
+            tail.extend(chunk)
+            if len(tail) > tail_bytes:
+                del tail[: len(tail) - tail_bytes]
+
+    timed_out = False
+    try:
+        # The task awaits the gather itself, so whatever ends it (the timeout's cancellation, a
+        # caller's cancel, an error) is retrieved here. (`asyncio.wait_for` on 3.11 cancels the
+        # gather on a caller's cancel and never retrieves the CancelledError the gather then
+        # holds: asyncio logged "_GatheringFuture exception was never retrieved" at ERROR.)
+        async with asyncio.timeout(timeout_s):
+            await asyncio.gather(pump(), proc.wait())
+    except TimeoutError:
+        timed_out = True
+        _kill_group(proc.pid)
+        await proc.wait()
+    except asyncio.CancelledError:
+        # Cancelled as planned: kill the box and reap it (a killed box exits at once), then
+        # let the cancel go on. A second cancel while reaping goes on too, the group noted.
+        _kill_group(proc.pid)
+        await proc.wait()
+        if pid_file is not None:
+            _note_group(pid_file, None)
+        raise
+    else:
+        # The shell exited; do not leave background children of the command behind.
+        _kill_group(proc.pid)
+    if pid_file is not None:
+        _note_group(pid_file, None)
+    exit_code = 124 if timed_out else (proc.returncode if proc.returncode is not None else -1)
+    text = tail.decode("utf-8", errors="replace")
+    if timed_out:
+        text += f"\n[a2a-agent: killed after {timeout_s:g} s timeout]"
+    why = None if timed_out else cannot_run(sandbox, exit_code, text, search_path=env.get("PATH"))
+    if why is not None:
+        text += ("" if text.endswith("\n") or not text else "\n") + f"[a2a-agent: {why}]"
+    return CommandResult(
+        command=command,
+        exit_code=exit_code,
+        output_tail=text,
+        timed_out=timed_out,
+        duration_s=round(time.monotonic() - started, 3),
+        cannot_run=why,
+    )

@@ -1,0 +1,50 @@
+"""The step gate at a shutdown: a step refused before it began is closed, not left behind.
+
+A worker draining for a shutdown lets no new step start; the run waits until its workflow is
+cancelled. The harness coroutine made for that step was never awaited, and left to the
+garbage collector it warned (`coroutine 'PlanHarness.verify_item' was never awaited`) in
+whatever ran next in the process."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from types import SimpleNamespace
+
+from a2a_agent.engine.gate import StepGate
+from a2a_agent.engine.runner import PlanRunner
+from a2a_agent.harness.kernel.results import StepResult
+
+
+async def _harness_step() -> StepResult:
+    raise AssertionError("a step refused by a draining gate must not run")
+
+
+async def _no_trace(task_id: str) -> None:
+    return None
+
+
+async def test_a_step_refused_by_a_draining_gate_is_closed_when_cancelled() -> None:
+    gate = StepGate()
+    assert await gate.drain(timeout_s=0.1)  # nothing in flight: drained at once
+    runner = SimpleNamespace(gate=gate, _trace_of=_no_trace)
+    step = _harness_step()
+    waiting = asyncio.ensure_future(PlanRunner._gated(runner, "task-1", step))  # type: ignore[arg-type]
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # held at the gate
+    assert inspect.getcoroutinestate(step) == inspect.CORO_CREATED
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert inspect.getcoroutinestate(step) == inspect.CORO_CLOSED
+
+
+async def test_a_step_that_ran_is_left_as_it_ended() -> None:
+    gate = StepGate()
+
+    async def ok() -> StepResult:
+        return StepResult.from_json({"outcome": "ok", "attempt": 0, "payload": {}})
+
+    runner = SimpleNamespace(gate=gate, _trace_of=_no_trace)
+    result = await PlanRunner._gated(runner, "task-1", ok())  # type: ignore[arg-type]
+    assert result["outcome"] == "ok"
+    assert gate.in_flight == 0
