@@ -18,11 +18,22 @@ class WatchdogStore(Protocol):
         self, stuck_after_s: float, max_age_s: float
     ) -> list[tuple[str, str]]: ...
     async def expired_pauses(self) -> list[ExpiredPause]: ...
+    async def dead_runs(self) -> list[DeadRun]: ...
     async def segments_to_start(self, older_than_s: float) -> list[tuple[str, int]]: ...
     async def prune_pushes(self, retention_s: float) -> int: ...
     async def prune_tasks(self, retention_s: float, limit: int) -> list[tuple[str, int]]: ...
     async def missing_tasks(self, task_ids: list[str]) -> list[str]: ...
     async def compact_tasks(self, retention_s: float, limit: int) -> list[tuple[str, int]]: ...
+
+
+@dataclass(frozen=True)
+class DeadRun:
+    """A task still worked whose run's workflow the engine ended without it."""
+
+    task_id: str
+    workflow_id: str
+    status: str  # DBOS's: ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED or CANCELLED
+    error: str
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,14 @@ class PostgresWatchdogStore:
             cur = await conn.execute(q("expired_pauses"))
             return [
                 ExpiredPause(r["task_id"], r["owner"], r["id"], r["on_expiry"])
+                for r in await cur.fetchall()
+            ]
+
+    async def dead_runs(self) -> list[DeadRun]:
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("dead_runs"))
+            return [
+                DeadRun(str(r["task_id"]), str(r["workflow_id"]), str(r["status"]), r["error"])
                 for r in await cur.fetchall()
             ]
 

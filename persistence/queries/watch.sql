@@ -19,6 +19,20 @@ WHERE state IN ('submitted', 'working', 'input_required')
   AND created_at < clock_timestamp() - make_interval(secs => %(max_age_s)s)
 LIMIT 100
 
+-- name: dead_runs
+-- Runs the engine gave up on while their task still says it is worked: the segment's
+-- workflow ended in error (an exception outside every step's catch), was dead-lettered
+-- after too many recoveries, or was cancelled in DBOS by hand. Nothing would ever move such
+-- a task again. (DBOS's own table, read: its status is the only record of that ending.)
+SELECT t.id AS task_id, t.segment, w.workflow_uuid AS workflow_id, w.status,
+       left(coalesce(w.error, ''), 2000) AS error
+FROM tasks t
+JOIN dbos.workflow_status w
+  ON w.workflow_uuid = CASE WHEN t.segment = 0 THEN t.id ELSE t.id || ':s' || t.segment END
+WHERE t.state IN ('submitted', 'working') AND t.report IS NULL
+  AND w.status IN ('ERROR', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', 'CANCELLED')
+LIMIT 100
+
 -- name: expired_pauses
 -- Requests nobody answered in time: each follows its default.
 SELECT p.task_id, t.owner, p.id, p.on_expiry
