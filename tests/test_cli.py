@@ -5,13 +5,18 @@ the key from the local admin.key."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from a2a_agent.cli import main
 from tests.support.a2a import item
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import REPO, AgentProcess, StartAgent
@@ -19,25 +24,72 @@ from tests.test_auth import make_key
 from tests.test_sources import git, make_repo
 
 
+@dataclass
+class Ran:
+    """What a CLI command left: its exit code and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+CLI_ENV = ("A2A_AGENT_URL", "A2A_AGENT_HOME", "A2A_AGENT_KEY")
+
+
 def cli(
-    server: AgentProcess, *args: str, key: str | None = None, home: Path | None = None
-) -> subprocess.CompletedProcess[str]:
+    server: AgentProcess,
+    *args: str,
+    key: str | None = None,
+    home: Path | None = None,
+    process: bool = False,
+) -> Ran:
+    """Run `a2a-agent <args>` against `server`: in this process (the same `main`, its output
+    captured; a Python start-up per command was most of this module's CPU), or as a real
+    `python -m a2a_agent` process when `process` (the entry point itself is under test)."""
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME", "/root"),
         "A2A_AGENT_URL": server.url,
         "A2A_AGENT_HOME": str(home or server.home),  # where a local server's admin.key is
         **({"A2A_AGENT_KEY": key} if key else {}),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "a2a_agent", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    if process:
+        done = subprocess.run(
+            [sys.executable, "-m", "a2a_agent", *args],
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": os.environ.get("HOME", "/root"),
+                **env,
+            },
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return Ran(done.returncode, done.stdout, done.stderr)
+    saved = {name: os.environ.pop(name, None) for name in CLI_ENV}
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.update(env)
+        # On a thread of its own: the CLI runs its own event loop, and an async test's loop
+        # is running on this one.
+        with redirect_stdout(out), redirect_stderr(err), ThreadPoolExecutor(1) as thread:
+            code = thread.submit(_main, list(args)).result(timeout=120)
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+def _main(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # as the interpreter would end on it
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
 
 
 def write_plan(path: Path, items: list[dict[str, Any]]) -> Path:
@@ -51,7 +103,7 @@ def test_send_and_watch_until_completed_or_failed(start_agent: StartAgent, tmp_p
         item("a", "sleep 1; echo a > a.txt", "test -f a.txt"),
         item("b", "echo b > b.txt", "test -f b.txt"),
     ])  # fmt: skip
-    done = cli(server, "send", "--plan", str(good), "--watch")
+    done = cli(server, "send", "--plan", str(good), "--watch", process=True)
     assert done.returncode == 0, done.stderr
     assert "completed" in done.stdout and "2 of 2 items done" in done.stdout
     bad = write_plan(tmp_path / "bad.json", [item("x", "true", "false", max_attempts=1)])

@@ -6,6 +6,7 @@ reaches the delegates."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -286,10 +287,16 @@ async def test_an_item_delegated_to_a_peer_comes_back_and_our_verify_decides(
     drawn = cli(server, "tasks", "tree", done.id)
     assert drawn.returncode == 0 and drawn.stdout.count("peer helper:") == len(sent)
     # The peer pushed each task's events to our webhook, which took them (token checked).
-    pushed = rows(
-        peer.env["DATABASE_URL"],
-        "SELECT url, delivered, state, last_error FROM push_configs ORDER BY created_at",
-    )
+    # Its deliverer works on its own time: the last pushes may still be on their way.
+    deadline = time.monotonic() + 20
+    while True:
+        pushed = rows(
+            peer.env["DATABASE_URL"],
+            "SELECT url, delivered, state, last_error FROM push_configs ORDER BY created_at",
+        )
+        if all(p[1] > 0 for p in pushed) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
     assert len(pushed) == len(at_peer)
     for url, delivered, state, error in pushed:
         assert f"{server.url}/peers/notify/{done.id}/" in url

@@ -133,6 +133,14 @@ def key(server: AgentProcess) -> str:
     return (server.home / "admin.key").read_text().strip()
 
 
+@pytest.fixture(scope="module")
+def http(server: AgentProcess) -> Iterator[httpx.Client]:
+    """One client for the module's hundreds of calls: a client per call spent most of this
+    module's CPU making its connection pool and TLS context, not on the calls."""
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        yield client
+
+
 def check(response: httpx.Response) -> None:
     assert response.status_code < 500, (response.status_code, response.text[:500])
     for leak in LEAKS:
@@ -140,24 +148,24 @@ def check(response: httpx.Response) -> None:
     assert '"code":-32603' not in response.text.replace(" ", ""), response.text[:500]
 
 
-def post(server: AgentProcess, content: bytes, headers: dict[str, str]) -> httpx.Response:
-    return httpx.post(server.url + "/", content=content, headers=headers, timeout=30)
+def post(http: httpx.Client, content: bytes, headers: dict[str, str]) -> httpx.Response:
+    return http.post("/", content=content, headers=headers)
 
 
 @SETTINGS
 @given(body=bodies)
-def test_generated_json_rpc_calls(server: AgentProcess, key: str, body: dict[str, Any]) -> None:
+def test_generated_json_rpc_calls(http: httpx.Client, key: str, body: dict[str, Any]) -> None:
     headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
     headers["Authorization"] = f"Bearer {key}"
-    check(post(server, json.dumps(body).encode(), headers))
+    check(post(http, json.dumps(body).encode(), headers))
 
 
 @SETTINGS
 @given(content=raw_bodies)
-def test_malformed_bodies(server: AgentProcess, key: str, content: bytes) -> None:
+def test_malformed_bodies(http: httpx.Client, key: str, content: bytes) -> None:
     headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
     headers["Authorization"] = f"Bearer {key}"
-    check(post(server, content, headers))
+    check(post(http, content, headers))
 
 
 @SETTINGS
@@ -166,7 +174,7 @@ def test_malformed_bodies(server: AgentProcess, key: str, content: bytes) -> Non
         {"version": header_text, "auth": header_text, "type": header_text, "host": header_text}
     )
 )
-def test_generated_headers(server: AgentProcess, key: str, h: dict[str, str]) -> None:
+def test_generated_headers(http: httpx.Client, key: str, h: dict[str, str]) -> None:
     version, auth, content_type, host = h["version"], h["auth"], h["type"], h["host"]
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).encode()
     for headers in (
@@ -174,7 +182,7 @@ def test_generated_headers(server: AgentProcess, key: str, h: dict[str, str]) ->
         {"A2A-Version": version, "Content-Type": content_type, "Authorization": f"Bearer {key}"},
         {"A2A-Version": "1.0", "Authorization": f"Bearer {key}", "Host": host or "x"},
     ):
-        check(post(server, body, headers))
+        check(post(http, body, headers))
 
 
 @SETTINGS
@@ -184,16 +192,15 @@ def test_generated_headers(server: AgentProcess, key: str, h: dict[str, str]) ->
     body=json_values,
 )
 def test_generated_rest_calls(
-    server: AgentProcess, key: str, path: list[str], method: str, body: Any
+    http: httpx.Client, key: str, path: list[str], method: str, body: Any
 ) -> None:
-    url = server.url + "/" + "/".join(quote(p, safe="") for p in ["tasks", *path])
+    url = "/" + "/".join(quote(p, safe="") for p in ["tasks", *path])
     headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {key}"}
-    response = httpx.request(
+    response = http.request(
         method,
         url,
         content=json.dumps(body).encode() if method in ("POST", "PUT") else None,
         headers={**headers, "Content-Type": "application/json"},
-        timeout=30,
     )
     check(response)
 
@@ -203,28 +210,28 @@ def error_code(response: httpx.Response) -> int:
     return int(response.json()["error"]["code"])
 
 
-def test_each_limit_has_its_own_error(server: AgentProcess, key: str) -> None:
+def test_each_limit_has_its_own_error(http: httpx.Client, key: str) -> None:
     headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {key}"}
     json_headers = {**headers, "Content-Type": "application/json"}
     deep = b"1"
     for _ in range(10_000):
         deep = b'{"a":' + deep + b"}"
     nested = b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"data":' + deep + b"}}"
-    assert error_code(post(server, nested, json_headers)) == -32700  # 10,000 levels
+    assert error_code(post(http, nested, json_headers)) == -32700  # 10,000 levels
     padding = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "x": "y" * 100_000})
-    assert post(server, padding.encode(), json_headers).status_code == 413
+    assert post(http, padding.encode(), json_headers).status_code == 413
     nested = (
         b'{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":' + b"[" * 100 + b"]" * 100 + b"}"
     )
-    assert error_code(post(server, nested, json_headers)) == -32700
+    assert error_code(post(http, nested, json_headers)) == -32700
     absurd = {**json_headers, "A2A-Version": "9" * 5000}
     listing = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})
-    assert error_code(post(server, listing.encode(), absurd)) == -32009
+    assert error_code(post(http, listing.encode(), absurd)) == -32009
 
     def send(parts: list[dict[str, Any]]) -> httpx.Response:
         message = {"messageId": "m-" + str(len(parts)), "role": "ROLE_USER", "parts": parts}
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-        return httpx.post(server.url + "/", json=body, headers=headers, timeout=30)
+        return http.post("/", json=body, headers=headers)
 
     many = send([{"text": "x"}] * 17)
     assert error_code(many) == -32602 and "at most 16" in many.text
@@ -238,13 +245,10 @@ def test_each_limit_has_its_own_error(server: AgentProcess, key: str) -> None:
     assert error_code(newline) == -32602
 
 
-def test_the_server_still_answers_afterwards(server: AgentProcess, key: str) -> None:
-    assert httpx.get(server.url + "/healthz").status_code == 200
+def test_the_server_still_answers_afterwards(http: httpx.Client, key: str) -> None:
+    assert http.get("/healthz").status_code == 200
     body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
-    reply = httpx.post(
-        server.url + "/",
-        json=body,
-        headers={"A2A-Version": "1.0", "Authorization": f"Bearer {key}"},
-        timeout=30,
+    reply = http.post(
+        "/", json=body, headers={"A2A-Version": "1.0", "Authorization": f"Bearer {key}"}
     )
     assert reply.status_code == 200 and "result" in reply.json()
