@@ -50,17 +50,23 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
+## Test processes side by side: the tests mostly wait on the servers, commands and clients
+## they start, so more of them than cores keeps both cores busy (docs/measured.md).
+TEST_WORKERS ?= 4
+## Bytecode is kept: without it every test process rewrote and compiled every test module
+## again (about 6 CPU-seconds each), whatever the environment says.
+unexport PYTHONDONTWRITEBYTECODE
+
 ## The whole suite: lint, type check, and every test, including the slow crash tests and
-## the wheel built, installed in a fresh virtual environment and served from. Two test
-## processes: the tests mostly wait on the servers they start.
+## the wheel built, installed in a fresh virtual environment and served from.
 test: sandbox browser lint typecheck
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 ## The unit and store tiers: every test that needs no whole server, process, browser or
 ## other project's client (those are marked served, processes, slow, clients; see
 ## docs/ARCHITECTURE.md, "Test tiers"). `make test` runs them all.
 test-fast: sandbox lint typecheck
-	$(BIN)/pytest -n 2 -m "not slow and not clients and not processes and not served"
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not clients and not processes and not served"
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/checkpoint_overhead.py
