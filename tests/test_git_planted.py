@@ -391,13 +391,14 @@ async def test_the_config_the_harness_owns_is_what_git_init_writes(tmp_path: Pat
     assert (tmp_path / "r" / ".git" / "config").read_bytes() == REPOSITORY_CONFIG
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="git add -A asks `git status` in a checked-out nested repository (a gitlink), "
-    "and that git reads the nested repository's own config; git has no switch to skip it. "
-    "It runs in the box (hooks and fsmonitor stay off there: the -c options reach it).",
-)
-async def test_a_nested_repository_filter(tmp_path: Path, http_url: str) -> None:
+async def test_a_nested_repository_filter_runs_only_in_the_box(
+    tmp_path: Path, http_url: str
+) -> None:
+    """The one plant that does run: `git add -A` asks `git status` of a checked-out nested
+    repository (a gitlink), and that git reads the nested repository's own config; git has
+    no switch to skip it. So the harness's commit runs in the box: the filter runs as the
+    command that planted it could have run it anyway, in the box's own process namespace,
+    never the server's."""
     s = await _setup(tmp_path, True, http_url)
     made = in_box(
         s, s.ws.root,
@@ -405,14 +406,21 @@ async def test_a_nested_repository_filter(tmp_path: Path, http_url: str) -> None
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     head, _ = await s.ws.commit("Nested", "t:n:1:run_item", s.first)
+    # The filter writes down the process namespace it runs in, then fails (as `evil` does).
     planted = in_box(
         s, s.ws.root / "sub",
-        PRELUDE + 'git config filter.evil.clean "$(evil nested)"\n'
+        "set -e; mkdir -p .git/planted\n"
+        "printf '#!/bin/sh\\nreadlink /proc/self/ns/pid > \"%s/nested\"\\nexit 1\\n' "
+        "\"$SEEN\" > .git/planted/nested\n"
+        "chmod +x .git/planted/nested\n"
+        "git config filter.evil.clean \"$PWD/.git/planted/nested\"\n"
         "echo '* filter=evil' > .git/info/attributes\ntouch s\n",
     )  # fmt: skip
     assert planted.returncode == 0, planted.stderr
     await s.ws.commit("After", "t:n:2:run_item", head)
-    assert _markers(s) == []
+    assert _markers(s) == ["nested"]  # it ran: git's, not ours, to decide
+    ran_in = (s.seen / "nested").read_text().strip()
+    assert ran_in.startswith("pid:[") and ran_in != os.readlink("/proc/self/ns/pid")
 
 
 async def test_a_run_whose_command_plants_everything_runs_none_of_it(
