@@ -3,6 +3,9 @@ person (a `repeated_failure` request, recorded with the failure in one step) or 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from a2a_agent.harness.kernel.effects import Concluded
 from a2a_agent.harness.kernel.evidence import evidence, with_attempt
 from a2a_agent.harness.kernel.keys import effect_key
@@ -10,6 +13,54 @@ from a2a_agent.harness.kernel.pauses import Pauses
 from a2a_agent.harness.kernel.results import JSON, StepResult
 from a2a_agent.harness.workspace.commands import CommandResult
 from persistence.records import Charge, ItemChange, ItemRow, StepRecord, StepView, Transition
+
+
+def failed_check(
+    view: StepView,
+    item: ItemRow,
+    attempt: int,
+    value: JSON,
+    shown: JSON,
+    *,
+    runs: int,
+    outcome: str,
+    status: str,
+    reason: str,
+    history_outcome: str | None = None,
+    next_attempt: bool = False,
+    more_transitions: Sequence[Transition] = (),
+    **rest: Any,
+) -> StepRecord:
+    """The record of an item's verify that did not pass, whatever follows it (a retry, a
+    skip, a person asked, the run failed): the item's change and its own transition; `rest`
+    is the rest of the record (the task's state, the pause, the next effect)."""
+    attempts = attempt + 1 if next_attempt else attempt
+    return StepRecord(
+        effect_key=effect_key(view.task_id, "verify", scope=item.item_id, attempt=attempt),
+        step="verify",
+        result={**value, "outcome": outcome},
+        item=ItemChange(
+            item_id=item.item_id,
+            status=status,
+            attempts=attempts,
+            evidence=shown,
+            failures=item.failures + 1,
+            history=with_attempt(item, attempt, verify=shown, outcome=history_outcome or outcome),
+        ),
+        transitions=[
+            Transition(
+                item_id=item.item_id,
+                attempt=attempts,
+                from_state="verifying",
+                to_state=status,
+                reason=reason,
+            ),
+            *more_transitions,
+        ],
+        charge=Charge(kind="command"),
+        runs=runs,
+        **rest,
+    )
 
 
 def out_of_attempts(
@@ -28,35 +79,13 @@ def out_of_attempts(
     shown = evidence(result, runs)
     failures = item.failures + 1
     item_id, verify = item.item_id, item.verify_command
-    key = effect_key(view.task_id, "verify", scope=item_id, attempt=attempt)
     failed = f"verification `{verify}` exited {result.exit_code}; no attempts left"
     if not ask:
-        history = with_attempt(item, attempt, verify=shown, outcome="skipped")
-        record = StepRecord(
-            effect_key=key,
-            step="verify",
-            result={**value, "outcome": "skipped"},
-            item=ItemChange(
-                item_id=item_id,
-                status="skipped",
-                attempts=attempt,
-                evidence=shown,
-                failures=failures,
-                history=history,
-            ),
-            transitions=[
-                Transition(
-                    item_id=item_id,
-                    attempt=attempt,
-                    from_state="verifying",
-                    to_state="skipped",
-                    reason=f"{failed}; skipped (policy onItemFailure: skip)",
-                )
-            ],
-            charge=Charge(kind="command"),
-            runs=runs,
-        )
-        return Concluded(record, StepResult.ok(attempt=attempt))
+        skipped = failed_check(
+            view, item, attempt, value, shown, runs=runs, outcome="skipped", status="skipped",
+            reason=f"{failed}; skipped (policy onItemFailure: skip)",
+        )  # fmt: skip
+        return Concluded(skipped, StepResult.ok(attempt=attempt))
     request = pauses.request(
         view,
         pause_id=f"failure.{item_id}.{failures}",
@@ -68,33 +97,9 @@ def out_of_attempts(
         item_id=item_id,
         attempt=attempt,
     )
-    history = with_attempt(item, attempt, verify=shown, outcome="failed")
-    record = StepRecord(
-        effect_key=key,
-        step="verify",
-        result={**value, "outcome": "paused"},
-        item=ItemChange(
-            item_id=item_id,
-            status="failed",
-            attempts=attempt,
-            evidence=shown,
-            failures=failures,
-            history=history,
-        ),
-        task_state="input_required",
-        status_text=pauses.status_text(request),
-        transitions=[
-            Transition(
-                item_id=item_id,
-                attempt=attempt,
-                from_state="verifying",
-                to_state="failed",
-                reason=failed,
-            ),
-            pauses.transition(request),
-        ],
-        charge=Charge(kind="command"),
-        runs=runs,
-        pause=request,
-    )
-    return Concluded(record, StepResult("paused", attempt, {"pause": request.id}))
+    asked = failed_check(
+        view, item, attempt, value, shown, runs=runs, outcome="paused", status="failed",
+        history_outcome="failed", reason=failed, more_transitions=[pauses.transition(request)],
+        task_state="input_required", status_text=pauses.status_text(request), pause=request,
+    )  # fmt: skip
+    return Concluded(asked, StepResult("paused", attempt, {"pause": request.id}))

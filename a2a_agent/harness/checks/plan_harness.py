@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from a2a_agent.budget import Spend
 from a2a_agent.harness.checks.acceptance import AcceptanceCheck
-from a2a_agent.harness.checks.out_of_attempts import out_of_attempts
+from a2a_agent.harness.checks.out_of_attempts import failed_check, out_of_attempts
 from a2a_agent.harness.checks.prechecks import PreChecks, skipped_because
 from a2a_agent.harness.checks.publish import Publisher
 from a2a_agent.harness.checks.reverify import Reverification
@@ -256,73 +256,34 @@ class PlanHarness:
         failures = item.failures + 1
         item_id, verify = item.item_id, item.verify_command
         if failures < item.max_attempts:
-            retry = StepRecord(
-                effect_key=effect_key(view.task_id, "verify", scope=item_id, attempt=attempt),
-                step="verify",
-                result={**value, "outcome": "retry"},
-                item=ItemChange(
-                    item_id=item_id,
-                    status="in_progress",
-                    attempts=attempt + 1,
-                    evidence=shown,
-                    failures=failures,
-                    history=with_attempt(item, attempt, verify=shown, outcome="retry"),
-                ),
+            retry = failed_check(
+                view, item, attempt, value, shown, runs=runs, outcome="retry",
+                status="in_progress", next_attempt=True,
+                reason=f"verification `{verify}` exited {result.exit_code}; "
+                f"retrying ({failures} of {item.max_attempts} attempts used)",
                 task_state="working",
                 status_text=f"Item {item_id} failed verification; retrying "
                 f"({failures} of {item.max_attempts} attempts used)",
-                transitions=[
-                    Transition(
-                        item_id=item_id,
-                        attempt=attempt + 1,
-                        from_state="verifying",
-                        to_state="in_progress",
-                        reason=f"verification `{verify}` exited {result.exit_code}; "
-                        f"retrying ({failures} of {item.max_attempts} attempts used)",
-                    )
-                ],
-                charge=Charge(kind="command"),
-                runs=runs,
                 then=self.ctx.first_effect(view.task_id, item, attempt + 1),
-            )
+            )  # fmt: skip
             return Concluded(retry, StepResult("retry", attempt + 1))
         on_failure = view.policy.get("on_item_failure", "stop")
         if on_failure in ("ask", "skip"):
             return out_of_attempts(
                 self.effects.pauses, view, item, attempt, value, runs=runs, ask=on_failure == "ask"
             )
-        history = with_attempt(item, attempt, verify=shown, outcome="failed")
-        failed = StepRecord(
-            effect_key=effect_key(view.task_id, "verify", scope=item_id, attempt=attempt),
-            step="verify",
-            result={**value, "outcome": "failed"},
-            item=ItemChange(
-                item_id=item_id,
-                status="failed",
-                attempts=attempt,
-                evidence=shown,
-                failures=failures,
-                history=history,
-            ),
+        failed = failed_check(
+            view, item, attempt, value, shown, runs=runs, outcome="failed", status="failed",
+            reason=f"verification `{verify}` exited {result.exit_code}; no attempts left",
+            more_transitions=[
+                Transition(from_state="working", to_state="failed", reason=f"item {item_id} failed")
+            ],
             task_state="failed",
             status_text=f"Item {item_id} failed verification after {failures} attempt(s): "
             f"`{verify}` exited {result.exit_code}. Output tail:\n"
             f"{result.output_tail[-1500:]}",
-            transitions=[
-                Transition(
-                    item_id=item_id,
-                    attempt=attempt,
-                    from_state="verifying",
-                    to_state="failed",
-                    reason=f"verification `{verify}` exited {result.exit_code}; no attempts left",
-                ),
-                Transition(
-                    from_state="working", to_state="failed", reason=f"item {item_id} failed"
-                ),
-            ],
-            charge=Charge(kind="command"),
-            runs=runs,
-        )
+        )  # fmt: skip
+        history = (failed.item.history if failed.item is not None else None) or []
         failed = await self.endings.failing_item(view, item, failed, history=history)
         return Concluded(failed, StepResult("failed", attempt))
 
