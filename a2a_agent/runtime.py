@@ -286,6 +286,7 @@ class Runtime:
             registry=self.registry,
             system_database_url=sqlalchemy_url(conninfo),
             conninfo=conninfo,
+            engine_pool_max=settings.database.pool_max,
             application_version=APPLICATION_VERSION,
             run_worker=settings.worker.run_worker,
             worker_concurrency=settings.worker.concurrency,

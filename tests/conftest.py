@@ -26,7 +26,7 @@ from persistence.migrate import migrate
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.here import ServerHere, here_is_taken
 from tests.support.peers import StartPeer, peer_starter, webhook_peer
-from tests.support.processes import LOGS, AgentProcess, StartAgent, agent_env
+from tests.support.processes import LOGS, SUITE_ENV, AgentProcess, StartAgent, agent_env
 from tests.support.secrets import KNOWN_SECRETS
 
 
@@ -40,6 +40,11 @@ def no_secret_in_any_log() -> Iterator[None]:
         text = log.read_text(errors="replace") if log.exists() else ""
         found += [f"{log.name}: {s[:6]}..." for s in KNOWN_SECRETS if s and s in text]
     assert not found, f"secrets in the logs: {found}"
+
+
+# Four test processes share one PostgreSQL (100 connections): with the default pools a
+# process server held up to 21 of them, and the suite peaked at 93.
+SUITE_ENV["A2A_AGENT_DB_POOL_MAX"] = "4"
 
 
 # The server every machine of this project runs (trust auth); the tests make their own

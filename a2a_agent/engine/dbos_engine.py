@@ -49,6 +49,7 @@ class DbosEngine:
         registry: WorkerRegistry,
         system_database_url: str,
         conninfo: str,
+        engine_pool_max: int,
         application_version: str,
         run_worker: bool,
         worker_concurrency: int,
@@ -87,7 +88,9 @@ class DbosEngine:
             # broken by a database restart fails one call instead, which DBOS retries.
             "db_engine_kwargs": {
                 "pool_pre_ping": False,
-                "pool_size": 10,
+                # Bounded by the same setting as our own pool: one knob for what a process
+                # may hold of the database's connections (about twice it, plus listeners).
+                "pool_size": engine_pool_max,
                 "max_overflow": 0,
                 "creator": engine_connection_factory(conninfo),
             },

@@ -27,6 +27,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# What the test suite adds for every server it starts (tests/conftest.py fills it); the
+# benchmarks that start servers through this module leave it empty.
+SUITE_ENV: dict[str, str] = {}
+
+
 def agent_env(
     database_url: str,
     home: Path,
@@ -56,6 +61,7 @@ def agent_env(
         # which every command may append to (tests/test_sandbox.py shares nothing).
         "A2A_AGENT_SANDBOX_SHARED": str(home.parent),
         "PYTHONPATH": str(code_dir),
+        **SUITE_ENV,
         **(env or {}),
     }
 
