@@ -102,6 +102,13 @@ async def test_compaction_drops_records_and_keeps_the_task_and_its_results(
         )
         kept = await client.get_task(GetTaskRequest(id=done.id))
         assert {a.artifact_id for a in kept.artifacts} >= {"plan", "report", "diff", "bundle"}
+    # The rows go in the compacting statement; the engine's runs after it, in their own call.
+    wait_for_row(
+        database_url,
+        "SELECT count(*) = 0 FROM dbos.workflow_status WHERE workflow_uuid LIKE %s",
+        (done.id + "%",),
+        what="the compacted task's runs forgotten by the engine",
+    )
     counts = rows_of(database_url, done.id)
     assert (counts["effects"], counts["events"], counts["workflows"]) == (0, 0, 0)
     assert counts["tasks"] == 1 and counts["items"] == 1 and counts["transitions"] > 0
