@@ -30,6 +30,7 @@ from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from a2a_agent.database import sqlalchemy_url
+from bench.throughput import tree_cpu_s
 from persistence.migrate import migrate
 from tests.support.processes import AgentProcess
 
@@ -40,21 +41,6 @@ TICK = os.sysconf("SC_CLK_TCK")
 def _stat(pid: int | str) -> list[str]:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()
-
-
-def tree_cpu_s(root: int) -> float:
-    """CPU seconds of `root` and its live descendants."""
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        try:
-            fields = _stat(pid)
-            total += (int(fields[11]) + int(fields[12])) / TICK
-            with open(f"/proc/{pid}/task/{pid}/children") as f:
-                todo += [int(c) for c in f.read().split()]
-        except OSError:
-            continue
-    return total
 
 
 def postgres_cpu_s() -> float:
@@ -88,9 +74,9 @@ def measure(url: str, poll: float, seconds: float) -> tuple[float, float]:
     try:
         assert server.proc is not None
         time.sleep(3)  # past start-up
-        ours0, pg0 = tree_cpu_s(server.proc.pid), postgres_cpu_s()
+        ours0, pg0 = sum(tree_cpu_s(server.proc.pid).values()), postgres_cpu_s()
         time.sleep(seconds)
-        ours1, pg1 = tree_cpu_s(server.proc.pid), postgres_cpu_s()
+        ours1, pg1 = sum(tree_cpu_s(server.proc.pid).values()), postgres_cpu_s()
     finally:
         server.kill()
     return (ours1 - ours0) / seconds, (pg1 - pg0) / seconds
