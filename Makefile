@@ -50,9 +50,10 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-## Test processes side by side: the tests mostly wait on the servers, commands and clients
-## they start, so more of them than cores keeps both cores busy (docs/measured.md).
-TEST_WORKERS ?= 4
+## Test processes side by side. Four keep both cores busy (12:18 against 16:32) but the load
+## makes an open delegation bug show in about one run in three (docs/measured.md); two until
+## it is fixed. `make test TEST_WORKERS=4` for the faster run.
+TEST_WORKERS ?= 2
 ## Bytecode is kept: without it every test process rewrote and compiled every test module
 ## again (about 6 CPU-seconds each), whatever the environment says.
 unexport PYTHONDONTWRITEBYTECODE
