@@ -7,11 +7,11 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, SetWorkflowID
+from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.retention import Pruner, Retention
-from a2a_agent.engine.runner import RUN_QUEUE, PlanRunner, workflow_id
+from a2a_agent.engine.runner import RUN_QUEUE, PlanRunner, enqueue_segment, workflow_id
 from a2a_agent.engine.supervisor import Supervisor
 from a2a_agent.harness.checks.decisions import DecisionSteps
 from a2a_agent.harness.checks.facts import FactSteps
@@ -129,11 +129,16 @@ class DbosEngine:
         if not self._run_worker:
             DBOS.listen_queues([])
         DBOS.launch()  # on this loop, so recovered runs execute on the server's loop
+        # One segment of a task at a time (`enqueue_segment`): the task is the partition.
         await DBOS.register_queue_async(
             RUN_QUEUE,
             worker_concurrency=self._worker_concurrency,
+            partition_concurrency=1,
             polling_interval_sec=self._queue_poll_s,
         )
+        keyed = await self._store.key_runs_by_task(RUN_QUEUE)
+        if keyed:
+            log.info("%d run(s) enqueued by an earlier version keyed by their task", keyed)
         self._supervisor_task = asyncio.create_task(
             self.supervisor.run_forever(), name="supervisor"
         )
@@ -161,8 +166,7 @@ class DbosEngine:
     async def start(self, task_id: str, segment: int = 0) -> None:
         """Enqueue a segment of a task's run; a segment enqueued before is not run again
         (its workflow id is taken), so a lost or repeated start is harmless."""
-        with SetWorkflowID(workflow_id(task_id, segment)):
-            await DBOS.enqueue_workflow_async(RUN_QUEUE, self._runner.run_task, task_id, segment)
+        await enqueue_segment(self._runner.run_task, task_id, segment)
 
     async def cancel(self, task_id: str) -> None:
         """Nothing to do here: the task's row already says canceled, and its run (wherever it

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from dbos import DBOS, DBOSConfiguredInstance, SetWorkflowID
+from dbos import DBOS, DBOSConfiguredInstance, SetEnqueueOptions, SetWorkflowID
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.model_turns import ModelTurns, RunStopped
@@ -39,6 +39,21 @@ log = logging.getLogger(__name__)
 def workflow_id(task_id: str, segment: int) -> str:
     """Segment 0 of a task's run has the task's id; segment n (after the n-th wait) its own."""
     return task_id if segment == 0 else f"{task_id}:s{segment}"
+
+
+async def enqueue_segment(
+    run_task: Callable[[str, int], Coroutine[Any, Any, str]], task_id: str, segment: int
+) -> None:
+    """Enqueue a segment of a task's run; one enqueued before is not run again (its workflow
+    id is taken). The queue's partition is the task, and a partition runs one workflow at a
+    time: a segment started while an earlier one still runs (a delegate that ended before
+    the run reached its wait, a run recovered after a crash while a peer's end was taken in)
+    waits for it to end, so two segments never work one workspace at once."""
+    with (
+        SetWorkflowID(workflow_id(task_id, segment)),
+        SetEnqueueOptions(queue_partition_key=task_id),
+    ):
+        await DBOS.enqueue_workflow_async(RUN_QUEUE, run_task, task_id, segment)
 
 
 def segment_of(workflow: str | None) -> int | None:
@@ -292,8 +307,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         so a replay starts them once."""
         result = StepResult.from_json(await output)
         for task_id, segment in result.payload.get("start") or []:
-            with SetWorkflowID(workflow_id(task_id, segment)):
-                await DBOS.enqueue_workflow_async(RUN_QUEUE, self.run_task, task_id, segment)
+            await enqueue_segment(self.run_task, task_id, segment)
         if result.outcome == "stopped":
             raise RunStopped
         if result.outcome == "paused":

@@ -33,6 +33,15 @@ WHERE t.state IN ('submitted', 'working') AND t.report IS NULL
   AND w.status IN ('ERROR', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', 'CANCELLED')
 LIMIT 100
 
+-- name: key_runs_by_task
+-- Runs enqueued before the run queue was partitioned by task carry no partition key, and a
+-- partitioned queue never hands one out: each gets its task's id (its workflow id without
+-- the segment suffix). (DBOS's own table, written once per launch; none match after.)
+UPDATE dbos.workflow_status
+SET queue_partition_key = regexp_replace(workflow_uuid, ':s[0-9]+$', '')
+WHERE queue_name = %(queue)s AND queue_partition_key IS NULL
+  AND status IN ('ENQUEUED', 'PENDING')
+
 -- name: expired_pauses
 -- Requests nobody answered in time: each follows its default.
 SELECT p.task_id, t.owner, p.id, p.on_expiry
