@@ -50,10 +50,9 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-## Test processes side by side. Four keep both cores busy (12:18 against 16:32) but the load
-## makes an open delegation bug show in about one run in three (docs/measured.md); two until
-## it is fixed. `make test TEST_WORKERS=4` for the faster run.
-TEST_WORKERS ?= 2
+## Test processes side by side: four keep both cores busy (12:18 against 16:32 with two; six
+## ran out of PostgreSQL connections). See docs/measured.md.
+TEST_WORKERS ?= 4
 ## Bytecode is kept: without it every test process rewrote and compiled every test module
 ## again (about 6 CPU-seconds each), whatever the environment says.
 unexport PYTHONDONTWRITEBYTECODE

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 import psycopg
-from a2a.types.a2a_pb2 import TaskState
+from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
 from tests.support.processes import StartAgent
@@ -29,6 +29,18 @@ async def _runs(database_url: str, task_id: str) -> dict[str, tuple[str, int | N
             (task_id,),
         )
         return {str(r[0]): (str(r[1]), r[2], int(r[3])) for r in await cur.fetchall()}
+
+
+async def _ended(database_url: str, task_id: str, workflow_id: str) -> str:
+    """The workflow's status once it ran and ended (its last step may follow the task's end;
+    a segment waiting its turn may still be in the queue)."""
+    status = "?"
+    for _ in range(150):
+        status = (await _runs(database_url, task_id))[workflow_id][0]
+        if status not in ("ENQUEUED", "PENDING"):
+            break
+        await asyncio.sleep(0.1)
+    return status
 
 
 async def test_a_segment_started_while_the_last_one_runs_waits_for_it(
@@ -68,13 +80,9 @@ async def test_a_segment_started_while_the_last_one_runs_waits_for_it(
     # It was enqueued while the first segment ran, and waited: never both running.
     assert seen and seen[0] == ("PENDING", "ENQUEUED"), seen
     assert ("PENDING", "PENDING") not in seen, seen
+    # The second segment finds the task ended and closes nothing.
+    assert await _ended(database_url, task.id, second) == "SUCCESS"
     runs = await _runs(database_url, task.id)
-    for _ in range(100):  # the second segment finds the task ended and closes nothing
-        if runs[second][0] == "SUCCESS":
-            break
-        await asyncio.sleep(0.1)
-        runs = await _runs(database_url, task.id)
-    assert runs[second][0] == "SUCCESS"
     started_second = runs[second][1]
     assert started_second is not None and started_second >= runs[task.id][2]
     # The items were worked once each, on a workspace nobody restored under them.
@@ -82,3 +90,34 @@ async def test_a_segment_started_while_the_last_one_runs_waits_for_it(
         ("slow", 1),
         ("quick", 1),
     ]
+
+
+async def test_a_run_an_earlier_version_enqueued_without_a_key_still_runs(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    """Before the queue was partitioned, runs were enqueued without a partition key, which a
+    partitioned queue never hands out: a restart gives each its task's."""
+    server = start_agent(A2A_AGENT_WORKER_CONCURRENCY="1")
+    async with a2a_client(server.url) as client:
+        blocker = await send(client, plan_message([item("slow", "sleep 60", "true")]))
+        await wait_for(client, blocker.id, {TaskState.TASK_STATE_WORKING})
+        queued = await send(client, plan_message([item("b", "echo b > b.txt", "test -f b.txt")]))
+        for _ in range(100):
+            if (await _runs(database_url, queued.id)).get(queued.id, ("",))[0] == "ENQUEUED":
+                break
+            await asyncio.sleep(0.1)
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            changed = await conn.execute(
+                "UPDATE dbos.workflow_status SET queue_partition_key = NULL"
+                " WHERE workflow_uuid = %s AND status = 'ENQUEUED'",
+                (queued.id,),
+            )
+            assert changed.rowcount == 1  # as the earlier version left it
+        await client.cancel_task(CancelTaskRequest(id=blocker.id))
+        await wait_for(client, blocker.id, timeout=30)
+    server.stop()
+    server.start()
+    async with a2a_client(server.url) as client:
+        done = await wait_for(client, queued.id, timeout=60)
+    assert done.status.state == COMPLETED, done.status.message
+    assert await _ended(database_url, queued.id, queued.id) == "SUCCESS"
