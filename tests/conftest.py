@@ -250,7 +250,24 @@ def peer(start_peer: StartPeer) -> AgentProcess:
 SERVING = frozenset({"start_agent", "start_peer", "browser"})
 
 
+def _tier(item: pytest.Item) -> int:
+    """0: processes, crashes, other projects' clients (the longest tests); 1: served; 2: the
+    rest."""
+    if any(item.get_closest_marker(name) for name in ("slow", "processes", "clients")):
+        return 0
+    return 1 if item.get_closest_marker("served") else 2
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SERVING & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.served)
+    # The longest tests first: the test processes start on them while the short ones fill
+    # in around them, instead of one 2-minute test starting last and running alone. A
+    # module keeps its order and stays whole (its module-scoped servers are made once).
+    first: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        first[module] = min(first.get(module, 2), _tier(item))
+    order = {id(item): n for n, item in enumerate(items)}
+    items.sort(key=lambda item: (first[item.nodeid.split("::")[0]], order[id(item)]))
