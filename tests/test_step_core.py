@@ -12,12 +12,16 @@ import psycopg
 import pytest
 from a2a.types.a2a_pb2 import TaskState
 
+from a2a_agent.budget import BudgetGuard
 from a2a_agent.engine.runner import segment_of, workflow_id
+from a2a_agent.harness.kernel.context import HarnessConfig, StepContext
 from a2a_agent.harness.kernel.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.kernel.pauses import RUNNING_SEGMENT, asked_here
 from a2a_agent.harness.kernel.results import StepResult
 from a2a_agent.harness.model.tools import WorkspaceTools
+from persistence.budgets import PostgresBudgets
 from persistence.db import Pool
+from persistence.ledger import PostgresLedger
 from persistence.records import Decision, ItemChange, NewItem, NewTask, StepRecord, Transition
 from persistence.runs import PostgresRunStore
 from persistence.safe import NUL_SYMBOL
@@ -86,6 +90,32 @@ async def test_an_effect_cut_short_in_one_process_reruns_once_in_another(
     again = subprocess.run([*argv, "finish"], cwd=REPO, capture_output=True, text=True, check=False)
     assert again.stdout.strip() == "ok", again.stderr
     assert ledger.read_text().split() == [key, key]  # recorded: it never runs again
+
+
+async def test_a_commit_after_a_kill_in_the_last_one_takes_over_its_lock(
+    pool: Pool, tmp_path: Path
+) -> None:
+    """A kill -9 during a step's commit leaves git's index.lock; the step runs again after the
+    restart (the run's closing step among them) and commits all the same."""
+    task = (await PostgresTaskStore(pool).create_task(one_item_task())).row
+    config = HarnessConfig(
+        workspaces=tmp_path / "workspaces",
+        command_env={},
+        command_timeout_s=60,
+        output_tail_bytes=1000,
+        executor_id="here",
+    )
+    guard = BudgetGuard(PostgresBudgets(pool), pause_pct=80, prices={})
+    ctx = StepContext(PostgresRunStore(pool), PostgresLedger(pool), guard, config)
+    ws = ctx.workspace(task.task_id)
+    await ws.ensure()
+    (ws.git_dir / "index.lock").write_text("")  # as the killed `git add` left it
+    view = await ctx.view(task.task_id)
+    key = effect_key(task.task_id, "finish")
+    made = await ctx.commit(view, view.items, [], key=key, message="Run ended")
+    assert made is not None and made.sha == ws.head()
+    assert not (ws.git_dir / "index.lock").exists()
+    assert (ws.root / "plan.json").exists()
 
 
 async def test_steps_that_only_add_transitions_leave_no_gap(pool: Pool) -> None:

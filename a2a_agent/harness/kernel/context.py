@@ -216,6 +216,10 @@ class StepContext:
         ws = self.workspace(view.task_id)
         if not ws.git_dir.is_dir():
             return None
+        # A step that runs again after a kill -9 in its own commit (the run's closing one
+        # included) finds that git's lock: one step of one segment works a workspace at a
+        # time, and its commands have ended, so a lock here is a dead process's.
+        ws.clear_stale_locks()
         await self.render(view, items, pending)
         sha, bundle = await ws.commit(message, key, view.checkpoint_sha)
         return Checkpoint(sha=sha, bundle=bundle) if bundle is not None else None

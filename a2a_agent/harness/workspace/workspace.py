@@ -169,8 +169,8 @@ class Workspace:
     def clear_stale_locks(self) -> None:
         """Remove git lock files a killed git process left behind.
 
-        Only one step works in a workspace at a time, so any lock seen when a step starts
-        belongs to a process that is gone.
+        Only one step works in a workspace at a time, so any lock seen when a step starts,
+        or when it commits after its commands ended, belongs to a process that is gone.
         """
         try:
             git_dir = os.open(self.git_dir, _DIRECTORY)  # never through a planted link
