@@ -12,12 +12,18 @@ from __future__ import annotations
 import asyncio
 
 import psycopg
-from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
+from a2a.types.a2a_pb2 import TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
 from tests.support.processes import StartAgent
+from tests.support.workflows import queued_behind_a_blocker
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
+# As an earlier version left a run it enqueued.
+UNKEYED = (
+    "UPDATE dbos.workflow_status SET queue_partition_key = NULL"
+    " WHERE workflow_uuid = %s AND status = 'ENQUEUED'"
+)
 
 
 async def _runs(database_url: str, task_id: str) -> dict[str, tuple[str, int | None, int]]:
@@ -99,25 +105,11 @@ async def test_a_run_an_earlier_version_enqueued_without_a_key_still_runs(
     partitioned queue never hands out: a restart gives each its task's."""
     server = start_agent(A2A_AGENT_WORKER_CONCURRENCY="1")
     async with a2a_client(server.url) as client:
-        blocker = await send(client, plan_message([item("slow", "sleep 60", "true")]))
-        await wait_for(client, blocker.id, {TaskState.TASK_STATE_WORKING})
-        queued = await send(client, plan_message([item("b", "echo b > b.txt", "test -f b.txt")]))
-        for _ in range(100):
-            if (await _runs(database_url, queued.id)).get(queued.id, ("",))[0] == "ENQUEUED":
-                break
-            await asyncio.sleep(0.1)
-        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-            changed = await conn.execute(
-                "UPDATE dbos.workflow_status SET queue_partition_key = NULL"
-                " WHERE workflow_uuid = %s AND status = 'ENQUEUED'",
-                (queued.id,),
-            )
-            assert changed.rowcount == 1  # as the earlier version left it
-        await client.cancel_task(CancelTaskRequest(id=blocker.id))
-        await wait_for(client, blocker.id, timeout=30)
+        blocker, queued = await queued_behind_a_blocker(client, database_url, UNKEYED)
+        await wait_for(client, blocker, timeout=30)
     server.stop()
     server.start()
     async with a2a_client(server.url) as client:
-        done = await wait_for(client, queued.id, timeout=60)
+        done = await wait_for(client, queued, timeout=60)
     assert done.status.state == COMPLETED, done.status.message
-    assert await _ended(database_url, queued.id, queued.id) == "SUCCESS"
+    assert await _ended(database_url, queued, queued) == "SUCCESS"
