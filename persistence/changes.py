@@ -37,6 +37,9 @@ class TaskChange:
     checkpoint_sha: str | None = None
     metadata_patch: JSON | None = None
     policy_patch: JSON | None = None
+    # The task ends while no segment of its run is there to close its record (the engine
+    # ended that run): number one of its own, for the caller to start.
+    closing_segment: bool = False
 
     def as_json(self) -> JSON:
         data: dict[str, Any] = dataclasses.asdict(self)

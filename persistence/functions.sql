@@ -101,7 +101,7 @@ $$;
 -- and the NOTIFY that wakes streams and drops cached rows.
 -- p_change: {transitions: [{item_id, attempt, from_state, to_state, reason, at}], state,
 -- status_text, items_changed, charged, report, fingerprint, checkpoint_sha, metadata_patch,
--- policy_patch}.
+-- policy_patch, closing_segment}.
 CREATE OR REPLACE FUNCTION apply_task_change(
     p_task_id text, p_change jsonb, p_seq integer, p_event_seq integer
 ) RETURNS void
@@ -133,11 +133,15 @@ BEGIN
         SET waited_s = waited_s + extract(epoch FROM clock_timestamp() - status_at),
             segment = segment + 1
         WHERE id = p_task_id;
-    ELSIF v_was = 'working' AND v_state IN ('completed', 'failed', 'canceled', 'rejected')
-          AND EXISTS (SELECT 1 FROM delegations WHERE task_id = p_task_id AND state = 'pending')
+    ELSIF v_state IN ('completed', 'failed', 'canceled', 'rejected')
+          AND (coalesce((p_change ->> 'closing_segment')::boolean, false)
+               OR (v_was = 'working' AND EXISTS (
+                       SELECT 1 FROM delegations
+                       WHERE task_id = p_task_id AND state = 'pending')))
     THEN
-        -- It waited on a delegate, so no segment of it runs: the one that closes its record
-        -- (and cancels its delegates) is numbered now, for whoever ends it to start.
+        -- No segment of it runs (it waited on a delegate, or the engine ended its run): the
+        -- one that closes its record (and cancels its delegates) is numbered now, for
+        -- whoever ends it to start.
         UPDATE tasks SET segment = segment + 1 WHERE id = p_task_id;
     END IF;
     -- A request asked or decided shows in the plan artifact (its `decisions`).

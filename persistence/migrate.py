@@ -25,8 +25,8 @@ from persistence.sql import q
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 # Bump FUNCTIONS_VERSION with every change of functions.sql, and set FUNCTIONS_SHA256 to
 # the file's sha256 (the migrations test says what it is).
-FUNCTIONS_VERSION = 2
-FUNCTIONS_SHA256 = "23aa7a9959c63cefb72a8348c16fbe1357fd0f5eb1bf036afb5d95fa90e7ee49"
+FUNCTIONS_VERSION = 3
+FUNCTIONS_SHA256 = "42ef6cc3666ff00a9e7690a683bff20af2d0bbbba62ff6b2aaff63d58d917df8"
 
 
 @dataclass(frozen=True)

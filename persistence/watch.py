@@ -13,7 +13,9 @@ from persistence.sql import q
 
 class WatchdogStore(Protocol):
     async def submitted_task_ids(self, older_than_s: float) -> list[str]: ...
-    async def fail_task(self, task_id: str, reason: str) -> bool: ...
+    async def fail_task(
+        self, task_id: str, reason: str, *, closing_segment: bool = False
+    ) -> bool: ...
     async def stuck_tasks(
         self, stuck_after_s: float, max_age_s: float
     ) -> list[tuple[str, str]]: ...
@@ -32,6 +34,7 @@ class DeadRun:
     """A task still worked whose run's workflow the engine ended without it."""
 
     task_id: str
+    segment: int
     workflow_id: str
     status: str  # DBOS's: ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED or CANCELLED
     error: str
@@ -75,7 +78,13 @@ class PostgresWatchdogStore:
         async with read(self._pool) as conn:
             cur = await conn.execute(q("dead_runs"))
             return [
-                DeadRun(str(r["task_id"]), str(r["workflow_id"]), str(r["status"]), r["error"])
+                DeadRun(
+                    str(r["task_id"]),
+                    int(r["segment"]),
+                    str(r["workflow_id"]),
+                    str(r["status"]),
+                    r["error"],
+                )
                 for r in await cur.fetchall()
             ]
 
@@ -117,9 +126,10 @@ class PostgresWatchdogStore:
             cur = await conn.execute(q("missing_tasks"), {"ids": task_ids})
             return [str(r["id"]) for r in await cur.fetchall()]
 
-    async def fail_task(self, task_id: str, reason: str) -> bool:
+    async def fail_task(self, task_id: str, reason: str, *, closing_segment: bool = False) -> bool:
         """End a run as failed from outside it (the run notices, stops its effect and closes
-        its record); False if it had ended already."""
+        its record; with `closing_segment`, when no run is left to notice, a segment of its
+        own is numbered to close it); False if it had ended already."""
         async with transaction(self._pool) as conn:
             cur = await conn.execute(q("lock_task"), {"task_id": task_id})
             locked = await cur.fetchone()
@@ -131,6 +141,7 @@ class PostgresWatchdogStore:
                 ],
                 state="failed",
                 status_text=f"Failed: {reason}",
+                closing_segment=closing_segment,
             )
             await apply_change(
                 conn, task_id, change, seq=locked["transition_seq"], event_seq=locked["event_seq"]

@@ -109,7 +109,6 @@ class DbosEngine:
             start_run=self.start,
             take_over=self._take_over,
             stop_run=self._stop_run,
-            close_dead_run=self._close_dead_run,
             reconcile_interval_s=reconcile_interval_s,
             stuck_after_s=stuck_after_s,
             max_run_age_s=max_run_age_s,
@@ -182,11 +181,6 @@ class DbosEngine:
         for workflow in pending:
             await DBOS.resume_workflow_async(workflow.workflow_id, queue_name=RUN_QUEUE)
         return len(pending)
-
-    async def _close_dead_run(self, workflow_id: str) -> None:
-        """Run a dead workflow again with a fresh count of recoveries: it replays its
-        recorded steps, its next step finds the task ended and the run closes its record."""
-        await DBOS.resume_workflow_async(workflow_id, queue_name=RUN_QUEUE)
 
     async def _stop_run(self, task_id: str, reason: str) -> None:
         """Stop a stuck run: mark it failed; the run stops its effect and closes its record."""

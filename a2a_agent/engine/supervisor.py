@@ -28,7 +28,6 @@ class Supervisor:
         start_run: Callable[[str, int], Awaitable[None]],
         take_over: Callable[[str], Awaitable[int]],
         stop_run: Callable[[str, str], Awaitable[None]],
-        close_dead_run: Callable[[str], Awaitable[None]],
         reconcile_interval_s: float,
         stuck_after_s: float,
         max_run_age_s: float,
@@ -47,7 +46,6 @@ class Supervisor:
         self.take_over = take_over
         self.reconcile_interval_s = reconcile_interval_s
         self.stop_run = stop_run
-        self.close_dead_run = close_dead_run
         self.stuck_after_s = stuck_after_s
         self.max_run_age_s = max_run_age_s
         self.pruner = pruner
@@ -121,8 +119,9 @@ class Supervisor:
 
     async def end_dead_runs(self) -> None:
         """A run the engine ended without its task (an error outside every step, too many
-        recoveries) would leave the task working for ever: fail it, saying so, then let the
-        run replay once more to close its record (report, commit) as for any other stop."""
+        recoveries, a cancel in DBOS) would leave the task working for ever: fail it, saying
+        so, and start a segment of its own that closes its record (report, commit) as for
+        any other stop. (A workflow DBOS marked ERROR cannot be resumed; a new one can.)"""
         for dead in await self.store.dead_runs():
             log.error(
                 "task %s: its run %s ended in the engine as %s without ending the task; "
@@ -137,16 +136,11 @@ class Supervisor:
                 f"(engine status {dead.status}); the worker's log has the cause"
             )
             try:
-                await self.stop_run(dead.task_id, reason)
+                ended = await self.store.fail_task(dead.task_id, reason, closing_segment=True)
+                if ended:  # not by another worker's supervisor meanwhile
+                    await self.start_run(dead.task_id, dead.segment + 1)
             except AgentError as exc:
                 log.error("could not end task %s: %s", dead.task_id, exc)
-                continue
-            try:
-                await self.close_dead_run(dead.workflow_id)
-            except Exception:
-                # The engine's own trouble must not end this loop (and with it the process):
-                # the task has its ending already; only its report is missing, as logged.
-                log.exception("task %s: could not replay its run to close it", dead.task_id)
 
     async def expire_requests(self) -> None:
         """Requests nobody answered in time follow their default, recorded as expired."""
