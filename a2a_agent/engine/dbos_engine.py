@@ -108,7 +108,6 @@ class DbosEngine:
             run_worker=run_worker,
             start_run=self.start,
             take_over=self._take_over,
-            stop_run=self._stop_run,
             reconcile_interval_s=reconcile_interval_s,
             stuck_after_s=stuck_after_s,
             max_run_age_s=max_run_age_s,
@@ -181,7 +180,3 @@ class DbosEngine:
         for workflow in pending:
             await DBOS.resume_workflow_async(workflow.workflow_id, queue_name=RUN_QUEUE)
         return len(pending)
-
-    async def _stop_run(self, task_id: str, reason: str) -> None:
-        """Stop a stuck run: mark it failed; the run stops its effect and closes its record."""
-        await self._store.fail_task(task_id, reason)

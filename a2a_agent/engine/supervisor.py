@@ -27,7 +27,6 @@ class Supervisor:
         replies: ReplyStore,
         start_run: Callable[[str, int], Awaitable[None]],
         take_over: Callable[[str], Awaitable[int]],
-        stop_run: Callable[[str, str], Awaitable[None]],
         reconcile_interval_s: float,
         stuck_after_s: float,
         max_run_age_s: float,
@@ -45,7 +44,6 @@ class Supervisor:
         self.replies = replies
         self.take_over = take_over
         self.reconcile_interval_s = reconcile_interval_s
-        self.stop_run = stop_run
         self.stuck_after_s = stuck_after_s
         self.max_run_age_s = max_run_age_s
         self.pruner = pruner
@@ -99,7 +97,8 @@ class Supervisor:
             )
             log.warning("task %s %s", task_id, reason)
             try:
-                await self.stop_run(task_id, reason)
+                # The run notices, stops its effect and closes its record.
+                await self.store.fail_task(task_id, reason)
             except AgentError as exc:  # this run's trouble (its workspace), not the process's
                 log.error("could not stop task %s: %s", task_id, exc)
         await self.expire_requests()
