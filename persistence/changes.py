@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from persistence.db import Conn
-from persistence.records import JSON, NewItem, Transition
+from persistence.records import JSON, Transition
 from persistence.safe import jsonb
 from persistence.sql import q
 
@@ -31,6 +31,8 @@ class TaskChange:
     state: str | None = None
     status_text: str | None = None
     items_changed: bool = False
+    # metadata.progress and metadata.verification, when the items changed (views.plan_summary)
+    summary: JSON | None = None
     charged: bool = False
     report: JSON | None = None
     fingerprint: str | None = None
@@ -45,10 +47,6 @@ class TaskChange:
         data: dict[str, Any] = dataclasses.asdict(self)
         data["transitions"] = [transition_json(t) for t in self.transitions]
         return data
-
-
-def item_json(position: int, item: NewItem) -> JSON:
-    return {"position": position, **dataclasses.asdict(item)}
 
 
 async def apply_change(

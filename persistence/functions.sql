@@ -93,15 +93,57 @@ BEGIN
 END
 $$;
 
+-- A call in the shape of functions before version 4 (an item change as a patch, no views, no
+-- `summary`): a process of older code still running in a roll. It is refused with SQLSTATE
+-- 57000, which that code takes for a database outage: it retries the step (about four
+-- minutes) until it is replaced, and the new process runs the step again; nothing is written.
+CREATE OR REPLACE FUNCTION refuse_older_code(p_function text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = '57000',
+        MESSAGE = format('%s: called by a2a-agent code older than the database''s SQL '
+                         'functions (version 4); replace this process with the new release '
+                         '(its runs resume there)', p_function);
+END
+$$;
+
+-- Items written as persistence/views.py made them (a submission's, a model's plan's): each
+-- row whole, with its view. p_items: [{item_id, position, title, run, verify_command,
+-- verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask, facts,
+-- precheck, verify_independent, delegate_to, status, attempts, evidence, commit_sha,
+-- failures, history, view}].
+CREATE OR REPLACE FUNCTION insert_items(p_task_id text, p_items jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO items (task_id, position, item_id, title, run, verify_command,
+                       verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible,
+                       ask, facts, precheck, verify_independent, delegate_to, status, attempts,
+                       evidence, commit_sha, failures, history, view)
+    SELECT p_task_id, (n.x ->> 'position')::integer, n.x ->> 'item_id', n.x ->> 'title',
+           n.x ->> 'run', n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
+           (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
+           (n.x ->> 'timeout_s')::integer, (n.x ->> 'irreversible')::boolean, n.x ->> 'ask',
+           n.x -> 'facts', (n.x ->> 'precheck')::boolean,
+           (n.x ->> 'verify_independent')::boolean,
+           nullif(n.x -> 'delegate_to', 'null'::jsonb), n.x ->> 'status',
+           (n.x ->> 'attempts')::integer, nullif(n.x -> 'evidence', 'null'::jsonb),
+           n.x ->> 'commit_sha', (n.x ->> 'failures')::integer, n.x -> 'history', n.x -> 'view'
+    FROM jsonb_array_elements(p_items) WITH ORDINALITY AS n (x, ord);
+END
+$$;
+
 -- Every change to a task, written in its transaction: transitions numbered from p_seq, the
 -- task row in one UPDATE (its status when a state is given, counters, workspace record,
 -- report, metadata patch, and what is derived from the rows, so that a read never
--- disagrees with them: the plan artifact and metadata.progress from the items,
--- metadata.budget from the budget ledger), the stream events numbered from p_event_seq,
--- and the NOTIFY that wakes streams and drops cached rows.
+-- disagrees with them: the plan artifact assembled from the items' stored views and
+-- histories and the pauses' decisions, metadata.budget from the budget ledger), the stream
+-- events numbered from p_event_seq, and the NOTIFY that wakes streams and drops cached rows.
+-- metadata.progress and metadata.verification are the `summary` the caller computed from the
+-- items (persistence/views.py: plan_summary), stored as given.
 -- p_change: {transitions: [{item_id, attempt, from_state, to_state, reason, at}], state,
--- status_text, items_changed, charged, report, fingerprint, checkpoint_sha, metadata_patch,
--- policy_patch, closing_segment}.
+-- status_text, items_changed, summary, charged, report, fingerprint, checkpoint_sha,
+-- metadata_patch, policy_patch, closing_segment}.
 CREATE OR REPLACE FUNCTION apply_task_change(
     p_task_id text, p_change jsonb, p_seq integer, p_event_seq integer
 ) RETURNS void
@@ -187,10 +229,7 @@ BEGIN
         plan = CASE WHEN NOT v_items_changed THEN t.plan
                     WHEN s.items_total = 0 THEN NULL ELSE s.plan END,
         metadata = t.metadata
-            || CASE WHEN v_items_changed
-                    THEN jsonb_build_object('progress', s.progress,
-                                            'verification', s.verification)
-                    ELSE '{}'::jsonb END
+            || coalesce(nullif(p_change -> 'summary', 'null'::jsonb), '{}'::jsonb)
             || CASE WHEN v_charged THEN jsonb_build_object('budget', budget_status(t.id, ''))
                     ELSE '{}'::jsonb END
             || coalesce(nullif(p_change -> 'metadata_patch', 'null'::jsonb), '{}'::jsonb),
@@ -206,17 +245,8 @@ BEGIN
         SELECT count(i.item_id) AS items_total,
                jsonb_build_object(
                    'goal', t2.goal,
-                   'items', coalesce(jsonb_agg(jsonb_build_object(
-                       'id', i.item_id, 'title', i.title, 'status', i.status,
-                       'attempts', i.attempts, 'max_attempts', i.max_attempts,
-                       'run', i.run, 'verify', i.verify_command,
-                       'run_timeout_s', i.run_timeout_s,
-                       'verify_timeout_s', i.verify_timeout_s, 'timeout_s', i.timeout_s,
-                       'evidence', i.evidence, 'commit', i.commit_sha,
-                       'irreversible', i.irreversible, 'ask', i.ask,
-                       'precheck', i.precheck, 'verify_independent', i.verify_independent,
-                       'delegate_to', i.delegate_to,
-                       'history', i.history) ORDER BY i.position)
+                   'items', coalesce(jsonb_agg(
+                       i.view || jsonb_build_object('history', i.history) ORDER BY i.position)
                        FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb),
                    'decisions', (
                        SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -229,30 +259,7 @@ BEGIN
                                   'requested_at', p.requested_at, 'decided_at', p.decided_at,
                                   'expires_at', p.expires_at) ORDER BY p.requested_at),
                               '[]'::jsonb)
-                       FROM pauses p WHERE p.task_id = p_task_id)) AS plan,
-               jsonb_build_object(
-                   'items_total', count(i.item_id),
-                   'items_done', count(*) FILTER (WHERE i.status = 'done'),
-                   'items_failed', count(*) FILTER (WHERE i.status = 'failed'),
-                   'items_skipped', count(*) FILTER (WHERE i.status = 'skipped'),
-                   'items_regressed', count(*) FILTER (WHERE i.status = 'regressed'),
-                   'current_item', (array_agg(i.item_id ORDER BY i.position)
-                       FILTER (WHERE i.status IN ('in_progress', 'verifying')))[1]) AS progress,
-               -- How strong the checks were (harness/report.py counts the same way).
-               jsonb_build_object(
-                   'failed_before_passed_after', count(*) FILTER (
-                       WHERE i.status = 'done' AND i.history
-                             @> '[{"attempt": 0, "precheck": {"result": "fails_before"}}]'),
-                   'weak', count(*) FILTER (
-                       WHERE i.history @> '[{"attempt": 0, "precheck": {"result": "weak"}}]'),
-                   'precheck_skipped', count(*) FILTER (
-                       WHERE i.history @> '[{"attempt": 0, "precheck": {"result": "skipped"}}]'),
-                   'not_prechecked', count(i.item_id) FILTER (
-                       WHERE NOT i.history @> '[{"attempt": 0}]'),
-                   'regressed', count(*) FILTER (
-                       WHERE i.history @> '[{"reverify": [{"result": "regressed"}]}]'),
-                   'reopened', count(*) FILTER (
-                       WHERE i.history @> '[{"reopened": {}}]')) AS verification
+                       FROM pauses p WHERE p.task_id = p_task_id)) AS plan
         FROM tasks t2 LEFT JOIN items i ON i.task_id = t2.id
         WHERE t2.id = p_task_id
         GROUP BY t2.id, t2.goal
@@ -298,7 +305,9 @@ $$;
 -- Locks the task; a step already recorded under its effect key writes nothing and gets the
 -- recorded result back; on a terminal task only the effect and its charge are kept, unless
 -- the step is the run's closing (`closing`: its report, final entry and checkpoint).
--- Returns {replayed, state, result, changed_items, transitions, items}.
+-- The items it changes or adds come whole, with their views, and the plan's `summary`
+-- (persistence/views.py: items_after).
+-- Returns {replayed, state, result, transitions, items}.
 CREATE OR REPLACE FUNCTION record_step(p_task_id text, p_step jsonb, p_bundle bytea)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -312,8 +321,7 @@ DECLARE
     v_charge jsonb := nullif(p_step -> 'charge', 'null'::jsonb);
     v_call jsonb := nullif(p_step -> 'model_call', 'null'::jsonb);
     v_then jsonb := nullif(p_step -> 'then', 'null'::jsonb);
-    v_changed jsonb := '[]'::jsonb;
-    v_one jsonb;
+    v_changed integer := 0;
     v_terminal boolean;
     v_closing boolean := coalesce((p_step ->> 'closing')::boolean, false);
     v_pause jsonb := nullif(p_step -> 'pause', 'null'::jsonb);
@@ -322,6 +330,9 @@ DECLARE
     v_patch jsonb := nullif(p_step -> 'metadata_patch', 'null'::jsonb);
     v_delegation jsonb := nullif(p_step -> 'delegation', 'null'::jsonb);
 BEGIN
+    IF NOT p_step ? 'summary' THEN
+        PERFORM refuse_older_code('record_step');
+    END IF;
     SELECT state, transition_seq, event_seq, status_text INTO v_locked
     FROM tasks WHERE id = p_task_id FOR UPDATE;
     IF NOT FOUND THEN
@@ -401,21 +412,9 @@ BEGIN
                            'max_age_s', max_age_s, 'checked_at', checked_at))
                 FROM facts WHERE task_id = p_task_id));
         END IF;
-        INSERT INTO items (task_id, position, item_id, title, run, verify_command,
-                           verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
-                           facts, precheck, verify_independent, delegate_to)
-        SELECT p_task_id, coalesce((n.x ->> 'position')::integer, n.ord - 1),
-               n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
-               n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
-               (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
-               (n.x ->> 'timeout_s')::integer,
-               coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask',
-               coalesce(n.x -> 'facts', '[]'::jsonb),
-               coalesce((n.x ->> 'precheck')::boolean, true),
-               coalesce((n.x ->> 'verify_independent')::boolean, false),
-               nullif(n.x -> 'delegate_to', 'null'::jsonb)
-        FROM jsonb_array_elements(v_new_items) WITH ORDINALITY AS n (x, ord);
-        -- The step's item, and any more it changes at once (a re-verification round).
+        PERFORM insert_items(p_task_id, v_new_items);
+        -- The step's item, and any more it changes at once (a re-verification round): each
+        -- row as persistence/views.py worked it out from the row the step read, with its view.
         FOR v_item IN
             SELECT value FROM jsonb_array_elements(
                 CASE WHEN v_item IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(v_item) END
@@ -423,40 +422,22 @@ BEGIN
         LOOP
             UPDATE items
             SET status = v_item ->> 'status', attempts = (v_item ->> 'attempts')::integer,
-                title = coalesce(v_item -> 'definition' ->> 'title', title),
-                run = CASE WHEN v_item -> 'definition' ? 'run'
-                           THEN v_item -> 'definition' ->> 'run' ELSE run END,
-                verify_command = coalesce(v_item -> 'definition' ->> 'verify_command',
-                                          verify_command),
-                verify_timeout_s = coalesce(
-                    (v_item -> 'definition' ->> 'verify_timeout_s')::integer, verify_timeout_s),
-                run_timeout_s = CASE WHEN v_item -> 'definition' ? 'run_timeout_s'
-                                     THEN (v_item -> 'definition' ->> 'run_timeout_s')::integer
-                                     ELSE run_timeout_s END,
-                max_attempts = coalesce((v_item -> 'definition' ->> 'max_attempts')::integer,
-                                        max_attempts),
-                evidence = coalesce(nullif(v_item -> 'evidence', 'null'::jsonb), evidence),
-                commit_sha = coalesce(v_item ->> 'commit_sha', commit_sha),
-                failures = coalesce((v_item ->> 'failures')::integer, failures),
-                history = coalesce(nullif(v_item -> 'history', 'null'::jsonb), history),
+                title = v_item ->> 'title', run = v_item ->> 'run',
+                verify_command = v_item ->> 'verify_command',
+                verify_timeout_s = (v_item ->> 'verify_timeout_s')::integer,
+                run_timeout_s = (v_item ->> 'run_timeout_s')::integer,
+                max_attempts = (v_item ->> 'max_attempts')::integer,
+                evidence = nullif(v_item -> 'evidence', 'null'::jsonb),
+                commit_sha = v_item ->> 'commit_sha',
+                failures = (v_item ->> 'failures')::integer,
+                history = v_item -> 'history', view = v_item -> 'view',
                 -- The item's clock starts with its first attempt.
                 started_at = CASE WHEN v_item ->> 'status' = 'in_progress'
                                   THEN coalesce(started_at, clock_timestamp())
                                   ELSE started_at END,
                 updated_at = clock_timestamp()
-            WHERE task_id = p_task_id AND item_id = v_item ->> 'item_id'
-            RETURNING jsonb_build_object(
-                'item_id', item_id, 'position', position, 'title', title, 'run', run,
-                'verify_command', verify_command, 'verify_timeout_s', verify_timeout_s,
-                'max_attempts', max_attempts, 'status', status, 'attempts', attempts,
-                'evidence', evidence, 'commit_sha', commit_sha, 'failures', failures,
-                'history', history, 'run_timeout_s', run_timeout_s, 'timeout_s', timeout_s,
-                'irreversible', irreversible, 'ask', ask, 'facts', facts,
-                'precheck', precheck, 'verify_independent', verify_independent,
-                'delegate_to', delegate_to,
-                'elapsed_s', extract(epoch FROM clock_timestamp() - started_at)::float8)
-            INTO v_one;
-            v_changed := v_changed || jsonb_build_array(v_one);
+            WHERE task_id = p_task_id AND item_id = v_item ->> 'item_id';
+            v_changed := v_changed + 1;
         END LOOP;
         -- The run's results, kept whole for the URLs they are served from.
         INSERT INTO task_files (task_id, kind, name, media_type, filename, size, sha256, body)
@@ -499,8 +480,8 @@ BEGIN
                 'state', p_step -> 'task_state',
                 'status_text', coalesce(nullif(p_step -> 'status_text', 'null'::jsonb),
                                         to_jsonb(v_locked.status_text)),
-                'items_changed', jsonb_array_length(v_changed) > 0
-                                 OR jsonb_array_length(v_new_items) > 0,
+                'items_changed', v_changed > 0 OR jsonb_array_length(v_new_items) > 0,
+                'summary', p_step -> 'summary',
                 'charged', v_charge IS NOT NULL,
                 'report', p_step -> 'report',
                 'fingerprint', p_step -> 'fingerprint',
@@ -544,16 +525,13 @@ BEGIN
         'state', CASE WHEN v_terminal THEN v_locked.state
                       ELSE coalesce(p_step ->> 'task_state', v_locked.state) END,
         'result', p_step -> 'result',
-        'changed_items', v_changed,
         'transitions', (
             SELECT coalesce(jsonb_agg(jsonb_build_object(
                        'seq', tr.seq, 'item_id', tr.item_id, 'attempt', tr.attempt,
                        'from_state', tr.from_state, 'to_state', tr.to_state,
                        'reason', tr.reason, 'at', tr.at) ORDER BY tr.seq), '[]'::jsonb)
             FROM transitions tr
-            WHERE tr.task_id = p_task_id AND tr.seq > v_locked.transition_seq),
-        'items', CASE WHEN jsonb_array_length(v_new_items) > 0
-                      THEN task_items_json(p_task_id) END);
+            WHERE tr.task_id = p_task_id AND tr.seq > v_locked.transition_seq));
 END
 $$;
 
@@ -698,7 +676,8 @@ $$;
 -- the task it made comes back (`repeated`), also when two sends race (the second waits on
 -- the first's claim of the message, then finds it).
 -- p_task: {task_id, owner, context_id, goal, first_message, message_id, digest, metadata,
--- budget, items, rejection, policy, continue_from, seed, seed_from, inputs}.
+-- budget, items, summary, rejection, policy, continue_from, seed, seed_from, inputs}; items
+-- whole rows with their views and `summary` the plan's (persistence/views.py).
 -- A workspace seeded from an earlier task (`seed_from`) or a continuation starts from that
 -- task's last checkpoint (its bundles copied), which is also the start its results are
 -- measured against; what rebuilds a cloned repository's base travels along (`origin`).
@@ -725,6 +704,9 @@ DECLARE
     v_source record;
     v_copy_from text;
 BEGIN
+    IF NOT p_task ? 'summary' THEN
+        PERFORM refuse_older_code('create_task');
+    END IF;
     INSERT INTO messages (owner, message_id, task_id, digest)
     VALUES (p_task ->> 'owner', p_task ->> 'message_id', v_id, p_task ->> 'digest')
     ON CONFLICT DO NOTHING;
@@ -834,41 +816,14 @@ BEGIN
     SELECT v_id, 'input', f ->> 'name', f ->> 'media_type', f ->> 'filename',
            (f ->> 'size')::bigint, f ->> 'sha256', decode(f ->> 'body', 'base64'), f ->> 'url'
     FROM jsonb_array_elements(coalesce(p_task -> 'inputs', '[]'::jsonb)) AS f;
-    IF v_from IS NOT NULL THEN
-        -- Done items stay done (their evidence, history and commit); the rest start afresh.
-        INSERT INTO items (task_id, position, item_id, title, run, verify_command,
-                           verify_timeout_s, max_attempts, run_timeout_s, timeout_s,
-                           irreversible, ask, facts, status, attempts, evidence, commit_sha,
-                           history, precheck, verify_independent, delegate_to)
-        SELECT v_id, position, item_id, title, run, verify_command, verify_timeout_s,
-               max_attempts, run_timeout_s, timeout_s, irreversible, ask, facts,
-               CASE WHEN status = 'done' THEN 'done' ELSE 'pending' END,
-               CASE WHEN status = 'done' THEN attempts ELSE 0 END,
-               CASE WHEN status = 'done' THEN evidence END,
-               CASE WHEN status = 'done' THEN commit_sha END,
-               CASE WHEN status = 'done' THEN history ELSE '[]'::jsonb END, precheck,
-               verify_independent, delegate_to
-        FROM items WHERE task_id = v_from;
-        v_items := (SELECT jsonb_agg(1) FROM items WHERE task_id = v_id);
-    END IF;
     IF v_copy_from IS NOT NULL THEN
         -- Its own copy of the checkpoints, so its workspace can be rebuilt like any other.
         INSERT INTO checkpoints (task_id, seq, sha, bundle)
         SELECT v_id, seq, sha, bundle FROM checkpoints WHERE task_id = v_copy_from;
     END IF;
-    INSERT INTO items (task_id, position, item_id, title, run, verify_command,
-                       verify_timeout_s, max_attempts, run_timeout_s, timeout_s, irreversible, ask,
-                       facts, precheck, verify_independent, delegate_to)
-    SELECT v_id, n.ord - 1, n.x ->> 'item_id', n.x ->> 'title', n.x ->> 'run',
-           n.x ->> 'verify_command', (n.x ->> 'verify_timeout_s')::integer,
-           (n.x ->> 'max_attempts')::integer, (n.x ->> 'run_timeout_s')::integer,
-           (n.x ->> 'timeout_s')::integer,
-           coalesce((n.x ->> 'irreversible')::boolean, false), n.x ->> 'ask',
-           coalesce(n.x -> 'facts', '[]'::jsonb), coalesce((n.x ->> 'precheck')::boolean, true),
-           coalesce((n.x ->> 'verify_independent')::boolean, false),
-           nullif(n.x -> 'delegate_to', 'null'::jsonb)
-    FROM jsonb_array_elements(CASE WHEN v_from IS NULL THEN v_items ELSE '[]' END)
-         WITH ORDINALITY AS n (x, ord);
+    -- The items as the store made them (persistence/views.py): a continuation's are the
+    -- earlier task's, done ones kept and the rest started afresh.
+    PERFORM insert_items(v_id, v_items);
     IF v_rejection IS NOT NULL THEN
         v_transitions := v_transitions || jsonb_build_array(jsonb_build_object(
             'from_state', 'submitted', 'to_state', 'rejected', 'reason', v_rejection));
@@ -880,6 +835,7 @@ BEGIN
             'state', CASE WHEN v_rejection IS NULL THEN 'submitted' ELSE 'rejected' END,
             'status_text', coalesce(v_rejection, v_accepted),
             'items_changed', jsonb_array_length(v_items) > 0,
+            'summary', p_task -> 'summary',
             'charged', true),  -- metadata.budget from the start
         0,
         0);

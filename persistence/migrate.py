@@ -20,13 +20,16 @@ import psycopg
 
 from persistence.db import translated
 from persistence.errors import SchemaOutdated, StoreError
+from persistence.records import ItemRow
+from persistence.safe import jsonb
 from persistence.sql import q
+from persistence.views import stored_view
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 # Bump FUNCTIONS_VERSION with every change of functions.sql, and set FUNCTIONS_SHA256 to
 # the file's sha256 (the migrations test says what it is).
-FUNCTIONS_VERSION = 3
-FUNCTIONS_SHA256 = "42ef6cc3666ff00a9e7690a683bff20af2d0bbbba62ff6b2aaff63d58d917df8"
+FUNCTIONS_VERSION = 4
+FUNCTIONS_SHA256 = "a7ce4654e59515ff4b17230bb7a832709bbd8310382f822ea1ea684a0fdf0384"
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,27 @@ async def _migrate(conninfo: str, *, step_by_step: bool) -> list[int]:
         async with conn.transaction():
             await conn.execute(q("lock_migrations"))
             await _apply_functions(conn)
+        await _give_items_views(conn)
     return applied_now
+
+
+async def _give_items_views(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+    """Items stored before they had views (migration 25) get them, computed here as every
+    write computes them; a batch per transaction."""
+    while True:
+        async with conn.transaction():
+            await conn.execute(q("lock_migrations"))
+            cur = await conn.execute(q("items_without_view"))
+            rows = await cur.fetchall()
+            for task_id, item in rows:
+                assert isinstance(item, dict)
+                view = stored_view(ItemRow(**item))
+                await conn.execute(
+                    q("set_item_view"),
+                    {"view": jsonb(view), "task_id": task_id, "item_id": item["item_id"]},
+                )
+        if len(rows) < 500:
+            return
 
 
 async def _apply_functions(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:

@@ -363,8 +363,9 @@ class StepOutcome:
     """What recording a step gives back: enough to render the files without reading again.
 
     `changed_items` are the item rows the step changed, as written; `items` all the task's
-    items, only where the store read them anyway (a replay, or new items); `transitions` the
-    ones it wrote (none when replayed: the caller reloads them if it needs them)."""
+    items once it is recorded, when the step changed or added any (or, on a replay, as the
+    store read them); `transitions` the ones it wrote (none when replayed: the caller
+    reloads them if it needs them)."""
 
     result: JSON
     replayed: bool

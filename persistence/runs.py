@@ -10,13 +10,12 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from persistence.cache import TaskReadCache
-from persistence.changes import item_json
 from persistence.db import Pool, read
 from persistence.errors import NotFound
 from persistence.records import (
@@ -27,15 +26,18 @@ from persistence.records import (
     EffectRow,
     Fact,
     InputFile,
+    ItemChange,
     ItemRow,
+    NewItem,
     OutputFile,
     StepOutcome,
     StepRecord,
     StepView,
     TransitionRow,
 )
-from persistence.safe import jsonb
+from persistence.safe import jsonb, safe_value
 from persistence.sql import q
+from persistence.views import ItemsAfter, items_after, row_json
 
 
 class RunStore(Protocol):
@@ -44,7 +46,9 @@ class RunStore(Protocol):
     async def view(
         self, task_id: str, *, effect_key: str | None = None, budget: bool = False
     ) -> StepView: ...
-    async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome: ...
+    async def record_step(
+        self, task_id: str, record: StepRecord, items: Sequence[ItemRow]
+    ) -> StepOutcome: ...
     async def transitions(self, task_id: str) -> list[TransitionRow]: ...
     async def checkpoints(self, task_id: str) -> list[Checkpoint]: ...
     async def state_of(self, task_id: str) -> str | None: ...
@@ -89,17 +93,35 @@ STEP_RENAMES: dict[str, str] = {
     "item_id": "effect_item_id",
     "attempt": "effect_attempt",
 }
-#: Fields whose value is made otherwise than by `_plain`.
-STEP_CONVERTERS: dict[str, Callable[[StepRecord], Any]] = {
-    "checkpoint": lambda r: r.checkpoint.sha if r.checkpoint else None,
+#: Fields whose value is made otherwise than by `_plain`, from the record and its items once
+#: it is recorded (an item travels whole, as views.py worked it out, with its view).
+STEP_CONVERTERS: dict[str, Callable[[StepRecord, ItemsAfter], Any]] = {
+    "checkpoint": lambda r, _: r.checkpoint.sha if r.checkpoint else None,
     # The effect's item and attempt: the step's item when not given apart.
-    "item_id": lambda r: r.effect_item_id,
-    "attempt": lambda r: r.effect_attempt,
-    "new_items": lambda r: [item_json(r.first_position + n, i) for n, i in enumerate(r.new_items)],
-    "outputs": lambda r: [output_json(o) for o in r.outputs],
+    "item_id": lambda r, _: r.effect_item_id,
+    "attempt": lambda r, _: r.effect_attempt,
+    "item": lambda r, a: _changed_json(a, r.item.item_id) if r.item else None,
+    "more_items": lambda r, a: [_changed_json(a, c.item_id) for c in r.more_items],
+    "new_items": lambda r, a: [row_json(i) for i in a.added],
+    "outputs": lambda r, _: [output_json(o) for o in r.outputs],
 }
 #: Fields that travel inside another key rather than as one of their own.
 STEP_FOLDED: dict[str, str] = {"first_position": "new_items"}  # the new items' positions
+#: Keys made from no field: the plan's summary once the step is recorded (views.py).
+STEP_ADDED: dict[str, Callable[[StepRecord, ItemsAfter], Any]] = {
+    "summary": lambda _, a: a.summary,
+}
+# A changed item's columns that a step may change (the rest are fixed when it is planned).
+_CHANGEABLE = (
+    "item_id", "title", "run", "verify_command", "verify_timeout_s", "run_timeout_s",
+    "max_attempts", "status", "attempts", "evidence", "commit_sha", "failures", "history",
+    "view",
+)  # fmt: skip
+
+
+def _changed_json(after: ItemsAfter, item_id: str) -> JSON:
+    row = row_json(next(i for i in after.changed if i.item_id == item_id))
+    return {k: row[k] for k in _CHANGEABLE}
 
 
 def _plain(value: Any) -> Any:
@@ -116,7 +138,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def step_json(record: StepRecord) -> JSON:
+def recorded_items(record: StepRecord, items: Sequence[ItemRow]) -> ItemsAfter:
+    """The step's items once it is recorded, from the items as it read them; their text as
+    the database keeps it (`safe_value`: a NUL shown as a symbol)."""
+    changes = [record.item] if record.item else []
+    return items_after(
+        items,
+        [ItemChange(**safe_value(dataclasses.asdict(c))) for c in [*changes, *record.more_items]],
+        [NewItem(**safe_value(dataclasses.asdict(i))) for i in record.new_items],
+        record.first_position,
+    )
+
+
+def step_json(record: StepRecord, after: ItemsAfter) -> JSON:
     """A StepRecord as `record_step()` takes it, made from the dataclass's fields, so no field
     can be left out (the bundle travels apart, as bytea)."""
     data: JSON = {}
@@ -124,8 +158,10 @@ def step_json(record: StepRecord) -> JSON:
         if f.name in STEP_FOLDED:
             continue
         convert = STEP_CONVERTERS.get(f.name)
-        value = convert(record) if convert else _plain(getattr(record, f.name))
+        value = convert(record, after) if convert else _plain(getattr(record, f.name))
         data[STEP_RENAMES.get(f.name, f.name)] = value
+    for key, make in STEP_ADDED.items():
+        data[key] = make(record, after)
     return data
 
 
@@ -172,16 +208,20 @@ class PostgresRunStore:
             delegations={d["id"]: Delegation(**d) for d in row["delegations"] or []},
         )
 
-    async def record_step(self, task_id: str, record: StepRecord) -> StepOutcome:
+    async def record_step(
+        self, task_id: str, record: StepRecord, items: Sequence[ItemRow]
+    ) -> StepOutcome:
         """Write the step in one transaction, in one statement: `record_step()` (functions.sql)
         locks the task and writes everything the step changed. A step already recorded under
-        its key writes nothing again and gets the recorded result back."""
+        its key writes nothing again and gets the recorded result back. `items`: the task's
+        items as the step read them (its view's), which its item changes apply to."""
+        after = recorded_items(record, items)
         async with read(self._pool) as conn:  # autocommit: the statement is the transaction
             cur = await conn.execute(
                 q("record_step"),
                 {
                     "task_id": task_id,
-                    "step": jsonb(step_json(record)),
+                    "step": jsonb(step_json(record, after)),
                     "bundle": record.checkpoint.bundle if record.checkpoint else None,
                 },
                 prepare=True,
@@ -192,12 +232,19 @@ class PostgresRunStore:
             raise NotFound(task_id)
         if self._cache is not None and not recorded["replayed"]:
             self._cache.invalidate(task_id)
+        if recorded["replayed"]:
+            return StepOutcome(
+                result=recorded["result"] or {},
+                replayed=True,
+                task_state=recorded["state"],
+                items=[_item(i) for i in recorded.get("items") or []],
+            )
         return StepOutcome(
             result=recorded["result"] or {},
-            replayed=recorded["replayed"],
+            replayed=False,
             task_state=recorded["state"],
-            items=[_item(i) for i in recorded.get("items") or []],
-            changed_items=[_item(i) for i in recorded.get("changed_items") or []],
+            items=after.items if after.summary is not None else [],
+            changed_items=after.changed,
             transitions=[_transition(t) for t in recorded.get("transitions") or []],
         )
 

@@ -66,6 +66,8 @@ CREATE TABLE items (
     precheck         boolean NOT NULL DEFAULT true,
     verify_independent boolean NOT NULL DEFAULT false,
     delegate_to      jsonb,
+    -- What the plan shows of it but its history (persistence/views.py: stored_view).
+    view             jsonb,
     PRIMARY KEY (task_id, item_id),
     UNIQUE (task_id, position),
     CONSTRAINT items_status_check

@@ -10,12 +10,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from persistence.cache import TaskReadCache
-from persistence.changes import TaskChange, apply_change, item_json
+from persistence.changes import TaskChange, apply_change
 from persistence.db import Conn, Pool, create_pool, read, transaction
 from persistence.errors import Conflict, NotFound, StoreError
 from persistence.records import (
     JSON,
     TERMINAL_STATES,
+    ItemRow,
     NewTask,
     Submitted,
     TaskPage,
@@ -24,6 +25,7 @@ from persistence.records import (
 )
 from persistence.safe import jsonb
 from persistence.sql import q
+from persistence.views import continued, fresh, plan_summary, row_json
 
 
 class CannotContinue(StoreError):
@@ -137,7 +139,22 @@ class PostgresTaskStore:
 
     async def create_task(self, new: NewTask) -> Submitted:
         """The whole submission in one statement (`create_task()` in functions.sql); a
-        messageId the owner sent before gives back the task it made, storing nothing."""
+        messageId the owner sent before gives back the task it made, storing nothing. A
+        continuation reads the earlier task's items first, in the same transaction, with the
+        earlier task locked: its items, as views.continued makes them, are the new plan."""
+        if new.continue_from is None:
+            return await self._create(new, [fresh(n, i) for n, i in enumerate(new.items)])
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                q("items_to_continue"), {"task_id": new.continue_from, "owner": new.owner}
+            )
+            row = await cur.fetchone()
+            earlier = [ItemRow(**i) for i in (row["items"] if row else None) or []]
+            return await self._create(new, [continued(i) for i in earlier], conn)
+
+    async def _create(
+        self, new: NewTask, items: list[ItemRow], conn: Conn | None = None
+    ) -> Submitted:
         task = {
             "task_id": new.task_id,
             "owner": new.owner,
@@ -146,7 +163,8 @@ class PostgresTaskStore:
             "first_message": new.first_message,
             "metadata": new.metadata,
             "budget": new.budget,
-            "items": [item_json(n, i) for n, i in enumerate(new.items)],
+            "items": [row_json(i) for i in items],
+            "summary": plan_summary(items) if items else None,
             "rejection": new.rejection,
             "message_id": new.message_id or new.task_id,
             "digest": new.digest,
@@ -170,9 +188,13 @@ class PostgresTaskStore:
                 for f in new.inputs
             ],
         }
-        async with self._read() as conn:  # autocommit: the statement is the transaction
+        if conn is not None:
             cur = await conn.execute(q("create_task"), {"task": jsonb(task)}, prepare=True)
             row = await cur.fetchone()
+        else:
+            async with self._read() as one:  # autocommit: the statement is the transaction
+                cur = await one.execute(q("create_task"), {"task": jsonb(task)}, prepare=True)
+                row = await cur.fetchone()
         assert row is not None and row["task"] is not None
         made = row["task"]
         if "error" in made:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from persistence.errors import SchemaOutdated
 from persistence.migrate import (
@@ -17,6 +18,10 @@ from persistence.migrate import (
     migrate,
     migrations,
 )
+from persistence.runs import PostgresRunStore
+from persistence.tasks import PostgresTaskStore
+from persistence.views import stored_view
+from tests.persistence.rows import new_task
 
 SCHEMA_QUERIES = {
     "columns": """
@@ -143,3 +148,30 @@ async def test_older_functions_are_refused_newer_ones_applied_once(
         row = conn.execute("SELECT version, sha256 FROM schema_functions").fetchone()
         assert row == (FUNCTIONS_VERSION, FUNCTIONS_SHA256)
         assert conn.execute("SELECT budget_status('t', '')").fetchone() != ({"newer": True},)
+
+
+async def test_items_stored_before_views_get_them_from_migrate(
+    make_database: Callable[[str | None], str],
+) -> None:
+    """Rows written before migration 25 have no view: `migrate` computes each, as every
+    write computes them (persistence/views.py), and the plan shows them again."""
+    url = make_database(None)
+    await migrate(url)
+    pool = PostgresTaskStore.create_pool(url)
+    await pool.open()
+    try:
+        store = PostgresTaskStore(pool)
+        ids = [(await store.create_task(new_task(items=3))).row.task_id for _ in range(2)]
+        with psycopg.connect(url) as conn:
+            conn.execute("UPDATE items SET view = NULL")
+        assert await migrate(url) == []
+        runs = PostgresRunStore(pool)
+        with psycopg.connect(url, row_factory=dict_row) as conn:
+            for task_id in ids:
+                stored = conn.execute(
+                    "SELECT view FROM items WHERE task_id = %s ORDER BY position", (task_id,)
+                ).fetchall()
+                items = (await runs.view(task_id)).items
+                assert [r["view"] for r in stored] == [stored_view(i) for i in items]
+    finally:
+        await pool.close()

@@ -49,13 +49,13 @@ def assert_record_agrees(task: Task, workspace: Path, database_url: str) -> None
     assert [(i["id"], i["status"], i["attempts"], i["commit"]) for i in artifact] == [
         tuple(r) for r in rows
     ]
-    # One view, two writers (apply_task_change() in SQL, render.plan_document in Python): the
-    # plan artifact and plan.json say the same of every item, field by field.
+    # One view (persistence/views.py), stored with the rows and written into the workspace:
+    # the plan artifact and plan.json say the same of every item, field by field.
     for shown, written in zip(whole(artifact), whole(files), strict=True):
         differ = {k: (shown.get(k), written.get(k)) for k in shown.keys() | written.keys()
                   if shown.get(k) != written.get(k)}  # fmt: skip
         assert not differ, (shown["id"], differ)
-    # And the verification counts: metadata.verification (SQL) and the report's (Python).
+    # And the verification counts: metadata.verification and the report's.
     report = [a for a in task.artifacts if a.artifact_id == "report"]
     if report:
         counted = whole(MessageToDict(task.metadata)["verification"])

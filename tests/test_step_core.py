@@ -26,6 +26,7 @@ from persistence.records import Decision, ItemChange, NewItem, NewTask, StepReco
 from persistence.runs import PostgresRunStore
 from persistence.safe import NUL_SYMBOL
 from persistence.tasks import PostgresTaskStore
+from tests.persistence.rows import recorded
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
 from tests.support.processes import REPO, StartAgent
 
@@ -118,6 +119,36 @@ async def test_a_commit_after_a_kill_in_the_last_one_takes_over_its_lock(
     assert (ws.root / "plan.json").exists()
 
 
+async def test_a_second_record_from_one_view_builds_on_the_first(
+    pool: Pool, tmp_path: Path
+) -> None:
+    """An item's row after a step is worked out from the row the step read; a step that
+    records twice from one view (a fact re-check, then its effect) must build the second on
+    the first, not on what the view read, or the first's evidence would be lost."""
+    task = (await PostgresTaskStore(pool).create_task(one_item_task())).row
+    config = HarnessConfig(
+        workspaces=tmp_path / "workspaces",
+        command_env={},
+        command_timeout_s=60,
+        output_tail_bytes=1000,
+        executor_id="here",
+    )
+    guard = BudgetGuard(PostgresBudgets(pool), pause_pct=80, prices={})
+    ctx = StepContext(PostgresRunStore(pool), PostgresLedger(pool), guard, config)
+    await ctx.workspace(task.task_id).ensure()
+    view = await ctx.view(task.task_id)
+    first = ItemChange("i0", "in_progress", 1, evidence={"exit_code": 1}, history=[{"a": 1}])
+    await ctx.record(view, StepRecord(effect_key="k1", step="s", result={}, item=first))
+    second = ItemChange("i0", "verifying", 1)  # leaves evidence and history as they are
+    await ctx.record(view, StepRecord(effect_key="k2", step="s", result={}, item=second))
+    (stored,) = (await ctx.view(task.task_id)).items
+    assert (stored.status, stored.evidence, stored.history) == (
+        "verifying",
+        {"exit_code": 1},
+        [{"a": 1}],
+    )
+
+
 async def test_steps_that_only_add_transitions_leave_no_gap(pool: Pool) -> None:
     store, runs = PostgresTaskStore(pool), PostgresRunStore(pool)
     task = (await store.create_task(one_item_task())).row
@@ -135,7 +166,7 @@ async def test_steps_that_only_add_transitions_leave_no_gap(pool: Pool) -> None:
                 Transition(item_id="i0", attempt=n, to_state=to_state, reason=f"again {n}"),
             ],
         )
-        outcome = await runs.record_step(task.task_id, record)
+        outcome = await recorded(runs, task.task_id, record)
         assert [t.seq for t in outcome.transitions] == [2 * n, 2 * n + 1]
     assert [t.seq for t in await runs.transitions(task.task_id)] == list(range(1, 8))
     row = await store.get_task(task.task_id, None)
@@ -148,7 +179,8 @@ async def test_nul_bytes_in_step_output_are_stored_visibly(pool: Pool) -> None:
     store, runs = PostgresTaskStore(pool), PostgresRunStore(pool)
     task = (await store.create_task(one_item_task())).row
     tail = "before\x00after"
-    outcome = await runs.record_step(
+    outcome = await recorded(
+        runs,
         task.task_id,
         StepRecord(
             effect_key=f"{task.task_id}:i0:1:verify",

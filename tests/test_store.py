@@ -12,6 +12,7 @@ from persistence.ledger import PostgresLedger
 from persistence.records import ItemChange, NewItem, NewTask, StepRecord, Transition
 from persistence.runs import PostgresRunStore
 from persistence.tasks import PostgresTaskStore
+from tests.persistence.rows import recorded
 
 
 @pytest.fixture
@@ -79,8 +80,8 @@ async def test_record_step_is_written_once_per_effect_key(
             ),
         ],
     )
-    first = await runs.record_step(row.task_id, record)
-    again = await runs.record_step(row.task_id, record)
+    first = await recorded(runs, row.task_id, record)
+    again = await recorded(runs, row.task_id, record)
     assert not first.replayed and again.replayed and again.result == {"n": 1}
     transitions = await runs.transitions(row.task_id)
     assert [t.seq for t in transitions] == [1, 2, 3]
@@ -97,7 +98,7 @@ async def test_started_effect_keeps_its_key_and_counts_runs(
     key = f"{row.task_id}:i0:1:run"
     assert (await ledger.start_effect(key, row.task_id, "i0", 1, "run")).runs == 1
     assert (await ledger.start_effect(key, row.task_id, "i0", 1, "run")).runs == 2
-    await runs.record_step(row.task_id, StepRecord(effect_key=key, step="run", result={"x": 1}))
+    await recorded(runs, row.task_id, StepRecord(effect_key=key, step="run", result={"x": 1}))
     done = await ledger.start_effect(key, row.task_id, "i0", 1, "run")
     assert done.status == "completed" and done.runs == 2 and done.result == {"x": 1}
 
@@ -110,7 +111,8 @@ async def test_cancel_is_final_and_steps_after_it_change_nothing(
     assert canceled.state == "canceled"
     with pytest.raises(Conflict, match="already canceled"):
         await store.cancel_task(row.task_id, "", "stop")
-    outcome = await runs.record_step(
+    outcome = await recorded(
+        runs,
         row.task_id,
         StepRecord(
             effect_key="late",

@@ -46,3 +46,22 @@ SELECT version, sha256 FROM schema_functions
 INSERT INTO schema_functions (only_row, version, sha256) VALUES (true, %(version)s, %(sha256)s)
 ON CONFLICT (only_row) DO UPDATE
 SET version = excluded.version, sha256 = excluded.sha256, applied_at = clock_timestamp()
+
+-- name: items_without_view
+-- Rows written before items had views (migration 25): a batch at a time, for `migrate` to
+-- give each its view (persistence/views.py).
+SELECT task_id, jsonb_build_object(
+           'item_id', item_id, 'position', position, 'title', title, 'run', run,
+           'verify_command', verify_command, 'verify_timeout_s', verify_timeout_s,
+           'max_attempts', max_attempts, 'status', status, 'attempts', attempts,
+           'evidence', evidence, 'commit_sha', commit_sha, 'failures', failures,
+           'history', history, 'run_timeout_s', run_timeout_s, 'timeout_s', timeout_s,
+           'irreversible', irreversible, 'ask', ask, 'facts', facts, 'precheck', precheck,
+           'verify_independent', verify_independent, 'delegate_to', delegate_to) AS item
+FROM items
+WHERE view IS NULL
+ORDER BY task_id, item_id
+LIMIT 500
+
+-- name: set_item_view
+UPDATE items SET view = %(view)s::jsonb WHERE task_id = %(task_id)s AND item_id = %(item_id)s

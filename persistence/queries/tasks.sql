@@ -27,6 +27,13 @@ FROM tasks
 WHERE id = %(task_id)s AND owner = %(owner)s
 FOR UPDATE
 
+-- name: items_to_continue
+-- The items of an earlier task of this owner that a continuation starts from, the task
+-- locked until the continuation is made (create_task() checks that it has ended).
+SELECT task_items_json(id) AS items FROM tasks
+WHERE id = %(task_id)s AND owner = %(owner)s
+FOR UPDATE
+
 -- name: events_after
 SELECT seq, body FROM events WHERE task_id = %(task_id)s AND seq > %(after)s ORDER BY seq
 

@@ -6,7 +6,8 @@ import uuid
 from typing import Any, LiteralString
 
 from persistence.db import Pool, read
-from persistence.records import NewItem, NewTask
+from persistence.records import NewItem, NewTask, StepOutcome, StepRecord
+from persistence.runs import PostgresRunStore
 from persistence.tasks import PostgresTaskStore
 
 
@@ -37,3 +38,8 @@ async def rows(pool: Pool, sql: LiteralString, *args: Any) -> list[dict[str, Any
 
 async def task(pool: Pool, task_id: str) -> dict[str, Any]:
     return (await rows(pool, "SELECT * FROM tasks WHERE id = %s", task_id))[0]
+
+
+async def recorded(runs: PostgresRunStore, task_id: str, step: StepRecord) -> StepOutcome:
+    """`step` recorded as the harness records it: against the items as a step reads them."""
+    return await runs.record_step(task_id, step, (await runs.view(task_id)).items)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from persistence.db import Pool, read
+from persistence.errors import StoreUnavailable
 from persistence.records import (
     Checkpoint,
     InputFile,
@@ -17,8 +18,10 @@ from persistence.records import (
     Submitted,
 )
 from persistence.runs import PostgresRunStore
+from persistence.safe import jsonb
+from persistence.sql import q
 from persistence.tasks import CannotContinue, PostgresTaskStore
-from tests.persistence.rows import new_task, rows, task
+from tests.persistence.rows import new_task, recorded, rows, task
 
 GIT = {"kind": "git", "url": "https://example.com/r.git", "ref": "main"}
 
@@ -33,11 +36,11 @@ async def ended(pool: Pool, items: int = 2, *, done: int = 0, shas: int = 1, **f
     runs = PostgresRunStore(pool)
     for n in range(shas):
         checkpoint = Checkpoint(f"sha{n}", f"bundle {n}".encode())
-        await runs.record_step(t, StepRecord(f"{t}:c{n}", "c", {}, checkpoint=checkpoint))
+        await recorded(runs, t, StepRecord(f"{t}:c{n}", "c", {}, checkpoint=checkpoint))
     for n in range(done):
         change = ItemChange(f"i{n}", "done", 1, {"exit": 0}, f"commit{n}", 0, [{"attempt": 1}])
-        await runs.record_step(t, StepRecord(f"{t}:d{n}", "d", {}, item=change))
-    await runs.record_step(t, StepRecord(f"{t}:end", "end", {}, task_state="completed"))
+        await recorded(runs, t, StepRecord(f"{t}:d{n}", "d", {}, item=change))
+    await recorded(runs, t, StepRecord(f"{t}:end", "end", {}, task_state="completed"))
     return t
 
 
@@ -158,8 +161,10 @@ async def test_a_seed_from_an_ended_task_starts_from_its_checkpoint(pool: Pool) 
     )
     assert copied == [{"seq": 1, "sha": "sha0"}, {"seq": 2, "sha": "sha1"}]
     # A seed from a seeded task keeps the clone's origin.
-    await PostgresRunStore(pool).record_step(
-        seeded, StepRecord(f"{seeded}:end", "end", {}, task_state="completed")
+    await recorded(
+        PostgresRunStore(pool),
+        seeded,
+        StepRecord(f"{seeded}:end", "end", {}, task_state="completed"),
     )
     again = (await submit(pool, seed_from=seeded)).row.task_id
     assert (await task(pool, again))["seed"]["origin"] == GIT
@@ -170,8 +175,10 @@ async def test_a_view_of_a_parent_copies_its_workspace_when_it_has_one(pool: Poo
     bare = (await submit(pool, view_of=parent, parent_id=parent, seed={"kind": "empty"})).row
     assert (await task(pool, bare.task_id))["seed"] == {"kind": "empty"}
     assert "workspace" not in bare.metadata
-    await PostgresRunStore(pool).record_step(
-        parent, StepRecord(f"{parent}:c", "c", {}, checkpoint=Checkpoint("p1", b"b"))
+    await recorded(
+        PostgresRunStore(pool),
+        parent,
+        StepRecord(f"{parent}:c", "c", {}, checkpoint=Checkpoint("p1", b"b")),
     )
     view = (await submit(pool, view_of=parent, parent_id=parent)).row.task_id
     row = await task(pool, view)
@@ -251,3 +258,23 @@ async def test_a_continuation_of_nothing_verified_starts_at_the_first_checkpoint
     row = await task(pool, t)
     assert (row["checkpoint_sha"], row["policy"]) == ("sha0", {"own": True})
     assert row["metadata"]["continues"]["items_done"] == 0
+
+
+async def test_a_submission_of_older_code_is_refused_as_an_outage(pool: Pool) -> None:
+    """An edge of the release before views (items without views, no summary) still running
+    in a roll: refused as an outage (its caller is told to retry), nothing stored."""
+    older = {
+        "task_id": "old-1",
+        "owner": "o",
+        "context_id": "c",
+        "goal": "g",
+        "first_message": {},
+        "message_id": "m-old",
+        "digest": "",
+        "items": [{"item_id": "i0", "title": "t", "verify_command": "true"}],
+    }
+    with pytest.raises(StoreUnavailable):
+        async with read(pool) as conn:
+            await conn.execute(q("create_task"), {"task": jsonb(older)})
+    assert await rows(pool, "SELECT id FROM tasks WHERE id = 'old-1'") == []
+    assert await rows(pool, "SELECT 1 FROM messages WHERE message_id = 'm-old'") == []

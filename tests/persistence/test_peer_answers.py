@@ -13,7 +13,7 @@ from persistence.db import Pool
 from persistence.delegations import PostgresDelegationStore
 from persistence.records import NewDelegation, StepRecord
 from persistence.runs import PostgresRunStore
-from tests.persistence.rows import made, rows
+from tests.persistence.rows import made, recorded, rows
 
 
 class PeerThatTookIt:
@@ -37,8 +37,10 @@ class PeerThatTookIt:
 async def test_a_pending_answer_is_given_before_the_peer_task_is_read(pool: Pool) -> None:
     parent = await made(pool)
     sent = NewDelegation("d1", "sub", peer="writer", remote_id="r1")
-    await PostgresRunStore(pool).record_step(
-        parent, StepRecord(effect_key=f"{parent}:send", step="send", result={}, delegation=sent)
+    await recorded(
+        PostgresRunStore(pool),
+        parent,
+        StepRecord(effect_key=f"{parent}:send", step="send", result={}, delegation=sent),
     )
     store = PostgresDelegationStore(pool)
     queued = await store.queue_answer(

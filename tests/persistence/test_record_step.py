@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from persistence.db import Pool, read
-from persistence.errors import NotFound
+from persistence.errors import NotFound, StoreUnavailable
 from persistence.records import (
     Charge,
     Checkpoint,
@@ -26,7 +26,9 @@ from persistence.records import (
     Transition,
 )
 from persistence.runs import PostgresRunStore
-from tests.persistence.rows import made, rows, task
+from persistence.safe import jsonb
+from persistence.sql import q
+from tests.persistence.rows import made, recorded, rows, task
 
 
 def step(task_id: str, name: str, **changes: Any) -> StepRecord:
@@ -40,7 +42,7 @@ def pick(row: dict[str, Any], *keys: str) -> tuple[Any, ...]:
 
 async def test_a_missing_task_is_not_found(pool: Pool) -> None:
     with pytest.raises(NotFound):
-        await PostgresRunStore(pool).record_step("nope", step("nope", "begin"))
+        await PostgresRunStore(pool).record_step("nope", step("nope", "begin"), ())
 
 
 async def test_a_completed_effect_replays_its_result_and_writes_nothing(pool: Pool) -> None:
@@ -52,9 +54,10 @@ async def test_a_completed_effect_replays_its_result_and_writes_nothing(pool: Po
         transitions=[Transition("working", "begun")],
         task_state="working",
     )
-    await runs.record_step(t, first)
+    await recorded(runs, t, first)
     before = await task(pool, t)
-    again = await runs.record_step(
+    again = await recorded(
+        runs,
         t,
         step(
             t,
@@ -77,7 +80,8 @@ async def test_a_completed_effect_replays_its_result_and_writes_nothing(pool: Po
 async def test_a_charge_is_dated_by_its_transitions_and_shows_in_the_budget(pool: Pool) -> None:
     runs, t = PostgresRunStore(pool), await made(pool)
     earlier = datetime.now(UTC) - timedelta(minutes=5)
-    await runs.record_step(
+    await recorded(
+        runs,
         t,
         step(
             t,
@@ -104,7 +108,7 @@ async def test_a_charge_replaces_a_reservation_under_its_key_but_no_real_charge(
             (f"{t}:reserved", t, f"{t}:charged", t),
         )
     for name in ("reserved", "charged"):
-        await runs.record_step(t, step(t, name, charge=Charge("model", tokens=50)))
+        await recorded(runs, t, step(t, name, charge=Charge("model", tokens=50)))
     charges = await rows(
         pool, "SELECT key, kind, tokens FROM budget_charges WHERE task_id = %s ORDER BY key", t
     )
@@ -118,8 +122,8 @@ async def test_a_childs_charge_reaches_every_ancestor_but_a_reservation_does_not
     top = await made(pool)
     middle = await made(pool, parent_id=top)
     child = await made(pool, parent_id=middle)
-    await runs.record_step(child, step(child, "model", charge=Charge("model", tokens=11)))
-    await runs.record_step(child, step(child, "held", charge=Charge("reservation", tokens=99)))
+    await recorded(runs, child, step(child, "model", charge=Charge("model", tokens=11)))
+    await recorded(runs, child, step(child, "held", charge=Charge("reservation", tokens=99)))
     ancestors = await rows(
         pool,
         "SELECT key, task_id, kind, tokens FROM budget_charges WHERE kind = 'child' ORDER BY key",
@@ -132,7 +136,7 @@ async def test_a_childs_charge_reaches_every_ancestor_but_a_reservation_does_not
 
 async def test_on_an_ended_task_only_the_effect_and_its_charge_are_kept(pool: Pool) -> None:
     runs, t = PostgresRunStore(pool), await made(pool)
-    await runs.record_step(t, step(t, "end", task_state="completed", report={"r": 1}))
+    await recorded(runs, t, step(t, "end", task_state="completed", report={"r": 1}))
     before = await task(pool, t)
     late = step(
         t,
@@ -144,7 +148,7 @@ async def test_on_an_ended_task_only_the_effect_and_its_charge_are_kept(pool: Po
         transitions=[Transition("working", "late")],
         then=EffectStart(f"{t}:next", "next", None, None),
     )
-    outcome = await runs.record_step(t, late)
+    outcome = await recorded(runs, t, late)
     assert outcome.task_state == "completed" and outcome.transitions == []
     after = await task(pool, t)
     assert pick(after, "state", "report") == ("completed", {"r": 1})
@@ -165,7 +169,7 @@ async def test_on_an_ended_task_only_the_effect_and_its_charge_are_kept(pool: Po
 
 async def test_the_closing_record_writes_on_an_ended_task(pool: Pool) -> None:
     runs, t = PostgresRunStore(pool), await made(pool)
-    await runs.record_step(t, step(t, "cancel", task_state="canceled"))
+    await recorded(runs, t, step(t, "cancel", task_state="canceled"))
     closing = step(
         t,
         "close",
@@ -174,7 +178,7 @@ async def test_the_closing_record_writes_on_an_ended_task(pool: Pool) -> None:
         transitions=[Transition("canceled", "record closed")],
         checkpoint=Checkpoint("c1", b"bundle"),
     )
-    outcome = await runs.record_step(t, closing)
+    outcome = await recorded(runs, t, closing)
     assert [tr.from_state for tr in outcome.transitions] == ["canceled"]
     row = await task(pool, t)
     assert pick(row, "state", "report", "checkpoint_sha") == ("canceled", {"closed": True}, "c1")
@@ -183,9 +187,9 @@ async def test_the_closing_record_writes_on_an_ended_task(pool: Pool) -> None:
 async def test_a_pause_is_a_row_shown_in_the_status_and_asked_once(pool: Pool) -> None:
     runs, t = PostgresRunStore(pool), await made(pool)
     ask = PauseRequest("q1", "question", "Which?", ["a", "b"], "a", 3600.0, {"why": "x"}, "i0", 1)
-    await runs.record_step(t, step(t, "ask", pause=ask, task_state="input_required"))
+    await recorded(runs, t, step(t, "ask", pause=ask, task_state="input_required"))
     again = PauseRequest("q1", "question", "Changed?", ["c"], "c", 60.0)
-    await runs.record_step(t, step(t, "ask2", pause=again))
+    await recorded(runs, t, step(t, "ask2", pause=again))
     [pause] = await rows(pool, "SELECT * FROM pauses WHERE task_id = %s", t)
     assert pick(pause, "summary", "options", "item_id") == ("Which?", ["a", "b"], "i0")
     assert pause["details"] == {"why": "x"}
@@ -201,7 +205,7 @@ async def test_a_pause_is_a_row_shown_in_the_status_and_asked_once(pool: Pool) -
 async def test_a_delegation_is_a_row_in_the_metadata(pool: Pool) -> None:
     runs, t = PostgresRunStore(pool), await made(pool)
     handed = NewDelegation("d1", "do it", "i0", 1, peer="p", remote_id="r1", remote_state="working")
-    await runs.record_step(t, step(t, "send", delegation=handed))
+    await recorded(runs, t, step(t, "send", delegation=handed))
     [row] = await rows(pool, "SELECT * FROM delegations WHERE task_id = %s", t)
     assert pick(row, "state", "peer", "remote_id", "item_id") == ("pending", "p", "r1", "i0")
     [shown] = (await task(pool, t))["metadata"]["delegations"]
@@ -213,9 +217,10 @@ async def test_a_child_that_asked_before_its_delegation_was_recorded_is_caught_u
 ) -> None:
     runs = PostgresRunStore(pool)
     parent = await made(pool)
-    await runs.record_step(parent, step(parent, "begin", task_state="working"))
+    await recorded(runs, parent, step(parent, "begin", task_state="working"))
     child = await made(pool, parent_id=parent)
-    await runs.record_step(
+    await recorded(
+        runs,
         child,
         step(
             child,
@@ -224,8 +229,8 @@ async def test_a_child_that_asked_before_its_delegation_was_recorded_is_caught_u
             pause=PauseRequest("q", "question", "ok?", ["yes"], "yes", 60.0),
         ),
     )
-    await runs.record_step(
-        parent, step(parent, "send", delegation=NewDelegation("d1", "sub", child_id=child))
+    await recorded(
+        runs, parent, step(parent, "send", delegation=NewDelegation("d1", "sub", child_id=child))
     )
     pauses = await rows(pool, "SELECT id, kind FROM pauses WHERE task_id = %s", parent)
     assert pauses == [{"id": "via.d1.q", "kind": "delegated_request"}]
@@ -234,8 +239,8 @@ async def test_a_child_that_asked_before_its_delegation_was_recorded_is_caught_u
 
 async def test_facts_are_kept_once_per_key_and_shown(pool: Pool) -> None:
     runs, t = PostgresRunStore(pool), await made(pool)
-    await runs.record_step(t, step(t, "f1", facts=[Fact("port", "80", "i0", "cat port", 60)]))
-    await runs.record_step(t, step(t, "f2", facts=[Fact("port", "81", "i1")]))
+    await recorded(runs, t, step(t, "f1", facts=[Fact("port", "80", "i0", "cat port", 60)]))
+    await recorded(runs, t, step(t, "f2", facts=[Fact("port", "81", "i1")]))
     [fact] = await rows(pool, "SELECT * FROM facts WHERE task_id = %s", t)
     assert (fact["value"], fact["source"], fact["check_command"]) == ("81", "i1", None)
     shown = (await task(pool, t))["metadata"]["facts"]
@@ -248,7 +253,7 @@ async def test_new_items_go_after_the_plan_and_come_back_whole(pool: Pool) -> No
         NewItem("n1", "one", None, "test 1", 9, 3, irreversible=True),
         NewItem("n2", "two", "make", "test 2", 9, 1, precheck=False),
     ]
-    outcome = await runs.record_step(t, step(t, "plan", new_items=added, first_position=1))
+    outcome = await recorded(runs, t, step(t, "plan", new_items=added, first_position=1))
     assert [(i.item_id, i.position) for i in outcome.items] == [("i0", 0), ("n1", 1), ("n2", 2)]
     assert outcome.items[1].irreversible and not outcome.items[2].precheck
     assert [i["id"] for i in (await task(pool, t))["plan"]["items"]] == ["i0", "n1", "n2"]
@@ -256,7 +261,7 @@ async def test_new_items_go_after_the_plan_and_come_back_whole(pool: Pool) -> No
 
 async def test_an_item_change_and_more_items_update_their_rows(pool: Pool) -> None:
     runs, t = PostgresRunStore(pool), await made(pool)
-    await runs.record_step(t, step(t, "s1", item=ItemChange("i0", "in_progress", 1, {"e": 1})))
+    await recorded(runs, t, step(t, "s1", item=ItemChange("i0", "in_progress", 1, {"e": 1})))
     [started] = await rows(pool, "SELECT started_at FROM items WHERE item_id = 'i0'")
     change = ItemChange(
         "i0",
@@ -268,8 +273,8 @@ async def test_an_item_change_and_more_items_update_their_rows(pool: Pool) -> No
         [{"attempt": 1}],
         {"title": "new", "run": None, "run_timeout_s": 9},
     )
-    outcome = await runs.record_step(
-        t, step(t, "s2", item=change, more_items=[ItemChange("i1", "skipped", 0)])
+    outcome = await recorded(
+        runs, t, step(t, "s2", item=change, more_items=[ItemChange("i1", "skipped", 0)])
     )
     by_id = {i.item_id: i for i in outcome.changed_items}
     i0 = by_id["i0"]
@@ -289,7 +294,8 @@ async def test_an_item_change_and_more_items_update_their_rows(pool: Pool) -> No
 async def test_outputs_and_checkpoints_are_kept(pool: Pool) -> None:
     runs, t = PostgresRunStore(pool), await made(pool)
     for n, body in enumerate([b"first", b"second"], start=1):
-        await runs.record_step(
+        await recorded(
+            runs,
             t,
             step(
                 t,
@@ -308,7 +314,7 @@ async def test_outputs_and_checkpoints_are_kept(pool: Pool) -> None:
 async def test_a_model_call_is_a_row_of_its_effect(pool: Pool) -> None:
     runs, t = PostgresRunStore(pool), await made(pool)
     call = ModelCall("work", "m1", "end_turn", 10, 20, 3, 4)
-    await runs.record_step(t, step(t, "model", model_call=call, item_id="i1", attempt=2))
+    await recorded(runs, t, step(t, "model", model_call=call, item_id="i1", attempt=2))
     [row] = await rows(pool, "SELECT * FROM model_calls WHERE task_id = %s", t)
     assert pick(row, "key", "item_id", "attempt") == (f"{t}:model", "i1", 2)
     assert pick(row, "model", "output_tokens") == ("m1", 20)
@@ -327,9 +333,9 @@ async def test_the_task_change_carries_the_records_fields(pool: Pool) -> None:
         seed_patch={"commit": "c"},
         transitions=[Transition("working", "started"), Transition("in_progress", "go", "i0", 1)],
     )
-    outcome = await runs.record_step(t, record)
+    outcome = await recorded(runs, t, record)
     assert [(tr.seq, tr.from_state) for tr in outcome.transitions] == [(2, "submitted"), (3, None)]
-    await runs.record_step(t, step(t, "quiet", task_state="working"))  # no status text given
+    await recorded(runs, t, step(t, "quiet", task_state="working"))  # no status text given
     row = await task(pool, t)
     assert row["status_text"] == "Accepted; waiting for a worker."  # kept as it was
     assert pick(row, "workspace_fingerprint", "base_sha", "seed") == ("fp", "base", {"commit": "c"})
@@ -339,7 +345,8 @@ async def test_the_task_change_carries_the_records_fields(pool: Pool) -> None:
 async def test_the_effect_completes_and_marks_the_next_one_started(pool: Pool) -> None:
     runs, t = PostgresRunStore(pool), await made(pool)
     began = datetime.now(UTC) - timedelta(seconds=30)
-    await runs.record_step(
+    await recorded(
+        runs,
         t,
         step(
             t,
@@ -358,9 +365,37 @@ async def test_the_effect_completes_and_marks_the_next_one_started(pool: Pool) -
     assert (verify["status"], verify["runs"], verify["item_id"]) == ("started", 0, "i0")
     # The marked effect completes under its key: its start stays when the record gives none,
     # and a `then` naming a completed effect leaves it completed.
-    await runs.record_step(t, step(t, "verify", then=EffectStart(f"{t}:run", "run", "i0", 1)))
+    await recorded(runs, t, step(t, "verify", then=EffectStart(f"{t}:run", "run", "i0", 1)))
     effects = {e["key"]: e for e in await rows(pool, "SELECT * FROM effects")}
     assert effects[f"{t}:verify"]["status"] == "completed"
     assert effects[f"{t}:verify"]["started_at"] == verify["started_at"]
     assert effects[f"{t}:verify"]["runs"] == 1
     assert effects[f"{t}:run"]["status"] == "completed"
+
+
+async def test_a_step_of_older_code_is_refused_as_an_outage_and_writes_nothing(
+    pool: Pool,
+) -> None:
+    """A process of the release before views, still running in a roll, records an item change
+    as a patch (no rows, no views, no summary). The functions refuse it with SQLSTATE 57000,
+    which that code's store turns into StoreUnavailable and its steps retry (an outage),
+    until the process is replaced and the step runs again on the new release."""
+    t = await made(pool)
+    before = await task(pool, t)
+    older = {
+        "effect_key": f"{t}:old",
+        "step": "verify",
+        "result": {},
+        "item": {"item_id": "i0", "status": "done", "attempts": 1, "evidence": None},
+        "transitions": [],
+        "task_state": "working",
+    }
+    with pytest.raises(StoreUnavailable):
+        async with read(pool) as conn:
+            await conn.execute(
+                q("record_step"), {"task_id": t, "step": jsonb(older), "bundle": None}
+            )
+    assert await task(pool, t) == before
+    assert await rows(pool, "SELECT key FROM effects WHERE task_id = %s", t) == []
+    items = await rows(pool, "SELECT status FROM items WHERE task_id = %s", t)
+    assert {r["status"] for r in items} == {"pending"}

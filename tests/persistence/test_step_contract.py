@@ -25,6 +25,7 @@ from persistence.records import (
     EffectStart,
     Fact,
     ItemChange,
+    ItemRow,
     ModelCall,
     NewDelegation,
     NewItem,
@@ -33,10 +34,27 @@ from persistence.records import (
     StepRecord,
     Transition,
 )
-from persistence.runs import STEP_CONVERTERS, STEP_FOLDED, STEP_RENAMES, step_json
+from persistence.runs import (
+    STEP_ADDED,
+    STEP_CONVERTERS,
+    STEP_FOLDED,
+    STEP_RENAMES,
+    recorded_items,
+    step_json,
+)
 
 Path_ = tuple[str, ...]
 FUNCTIONS = Path(persistence.__file__).with_name("functions.sql")
+
+# Values the store computes (persistence/views.py) that the SQL stores whole.
+COMPUTED: set[Path_] = {
+    ("item", "view"),
+    ("more_items", "view"),
+    ("new_items", "view"),
+    ("new_items", "evidence"),
+    ("new_items", "history"),
+    ("summary",),
+}
 
 # Keys step_json makes that the SQL does not read, each with the reason it may stay so.
 NOT_READ: dict[Path_, str] = {
@@ -133,6 +151,7 @@ def reads(
     for statement in code.split(";"):  # a row alias holds its part within its statement
         for alias, expression in _element_aliases(statement):
             held = _sources(expression, param, names)
+            held |= {()} if expression.strip() == param else set()  # the parameter itself
             paths |= {h + chain for chain in _uses(statement, alias) for h in held}
     for m in re.finditer(r"PERFORM\s+(\w+)\(", code if deep else ""):
         if m.group(1) not in functions:
@@ -216,6 +235,21 @@ def full_record() -> StepRecord:
     )
 
 
+def read_items() -> list[ItemRow]:
+    """The items full_record()'s step read: the two it changes."""
+    return [
+        ItemRow(f"i{n}", n - 1, f"item {n}", "make", "true", 5, 3, "in_progress", 1, None,
+                None, 0)
+        for n in (1, 2)
+    ]  # fmt: skip
+
+
+def made_json(record: StepRecord, items: list[ItemRow] | None = None) -> Any:
+    """step_json of `record`, recorded against `items` (read_items() unless given)."""
+    items = read_items() if items is None else items
+    return step_json(record, recorded_items(record, items))
+
+
 def _unset(value: Any, where: str) -> Iterator[str]:
     """The fields of `value` and its parts left at nothing (None, empty) or at their default."""
     for f in dataclasses.fields(value):
@@ -244,7 +278,7 @@ def _free_form() -> set[Path_]:
                     free.add(key)
 
     walk(StepRecord, (), STEP_RENAMES)
-    return free
+    return free | COMPUTED
 
 
 def _leaves(hint: Any) -> Iterable[Any]:
@@ -300,6 +334,7 @@ def test_the_field_tables_name_fields_of_step_record() -> None:
     fields = {f.name for f in dataclasses.fields(StepRecord)}
     for table in (STEP_RENAMES, STEP_CONVERTERS, STEP_FOLDED):
         assert set(table) <= fields, f"not fields of StepRecord: {set(table) - fields}"
+    assert not set(STEP_ADDED) & fields, "a key made from no field names a field"
 
 
 def test_the_sql_is_read_as_expected() -> None:
@@ -309,7 +344,9 @@ def test_the_sql_is_read_as_expected() -> None:
     for path in [
         ("effect_key",),
         ("charge", "kind"),
-        ("item", "definition", "run"),
+        ("item", "run"),
+        ("item", "view"),
+        ("summary",),
         ("more_items", "status"),
         ("new_items", "verify_command"),
         ("transitions", "at"),
@@ -320,7 +357,7 @@ def test_the_sql_is_read_as_expected() -> None:
 
 
 def test_every_key_record_step_reads_is_made_by_step_json() -> None:
-    made, free = step_json(full_record()), _free_form()
+    made, free = made_json(full_record()), _free_form()
     problems = [
         f"record_step() reads {_arrow(path)}, but step_json() makes {why}"
         for path in sorted(step_reads())
@@ -335,14 +372,14 @@ def test_every_key_step_json_makes_is_read_by_record_step() -> None:
     unread = [
         f"step_json() makes {_arrow(path)}, which record_step() never reads "
         "(a misspelled key? else list it in NOT_READ with why)"
-        for path in sorted(set(_made(step_json(full_record()), (), _free_form())))
+        for path in sorted(set(_made(made_json(full_record()), (), _free_form())))
         if path not in prefixes and path not in NOT_READ
     ]
     assert not unread, "\n".join(unread)
 
 
 def test_not_read_lists_only_keys_step_json_makes() -> None:
-    made = set(_made(step_json(full_record()), (), _free_form()))
+    made = set(_made(made_json(full_record()), (), _free_form()))
     assert set(NOT_READ) <= made, (
         f"NOT_READ names keys step_json() no longer makes: {set(NOT_READ) - made}"
     )
@@ -350,12 +387,17 @@ def test_not_read_lists_only_keys_step_json_makes() -> None:
 
 def test_step_json_is_what_the_fields_say() -> None:
     record = full_record()
-    made = step_json(record)
+    made = made_json(record)
     assert made["checkpoint_sha"] == "abc" and "checkpoint" not in made
     assert (made["effect_item_id"], made["effect_attempt"]) == ("i1", 2)
     assert made["new_items"][0]["position"] == 3 and "first_position" not in made
     assert made["transitions"][0]["at"] == "2024-01-02T03:04:05+00:00"
     assert made["outputs"][0]["size"] == 2 and made["outputs"][0]["body"] == "K3g="
     assert made["started_at"] == "2024-01-02T03:04:05+00:00"
-    bare = step_json(StepRecord("k", "s", {}, item=ItemChange("i", "in_progress", 3)))
-    assert (bare["effect_item_id"], bare["effect_attempt"]) == ("i", 3)
+    assert made["item"]["title"] == "T" and made["item"]["view"]["title"] == "T"
+    assert made["more_items"][0]["commit_sha"] == "abc"
+    assert made["summary"]["progress"]["items_total"] == 3  # the two read, and one new
+    bare_step = StepRecord("k", "s", {}, item=ItemChange("i1", "in_progress", 3))
+    bare = made_json(bare_step)
+    assert (bare["effect_item_id"], bare["effect_attempt"]) == ("i1", 3)
+    assert made_json(StepRecord("k", "s", {}))["summary"] is None  # no item changes

@@ -12,6 +12,7 @@ from persistence.changes import TaskChange, apply_change
 from persistence.db import Pool, read, transaction
 from persistence.records import (
     JSON,
+    ItemChange,
     NewDelegation,
     PauseRequest,
     StepRecord,
@@ -21,7 +22,8 @@ from persistence.runs import PostgresRunStore
 from persistence.safe import jsonb
 from persistence.sql import q
 from persistence.tasks import PostgresTaskStore
-from tests.persistence.rows import made, rows, task
+from persistence.views import item_view, progress_counts, stored_view, verification_counts
+from tests.persistence.rows import made, recorded, rows, task
 
 
 async def change(pool: Pool, task_id: str, what: TaskChange | JSON) -> None:
@@ -50,7 +52,8 @@ def kinds(bodies: list[JSON]) -> list[str]:
 
 async def asked(pool: Pool, task_id: str) -> None:
     """The task waits for a person (a pause row and input_required, as a step records it)."""
-    await PostgresRunStore(pool).record_step(
+    await recorded(
+        PostgresRunStore(pool),
         task_id,
         StepRecord(
             effect_key=f"{task_id}:ask",
@@ -135,7 +138,8 @@ async def test_an_end_while_a_delegate_works_numbers_the_closing_segment(pool: P
     runs = PostgresRunStore(pool)
     for t in (waits, alone):
         await change(pool, t, TaskChange(state="working"))
-    await runs.record_step(
+    await recorded(
+        runs,
         waits,
         StepRecord(f"{waits}:send", "send", {}, delegation=NewDelegation("d1", "sub", peer="p")),
     )
@@ -146,24 +150,41 @@ async def test_an_end_while_a_delegate_works_numbers_the_closing_segment(pool: P
     assert (await task(pool, alone))["segment"] == before[alone]
 
 
-async def test_an_item_change_derives_the_plan_and_progress(pool: Pool) -> None:
+async def test_an_item_change_stores_its_views_and_the_plan_is_assembled_from_them(
+    pool: Pool,
+) -> None:
+    runs = PostgresRunStore(pool)
     t, empty = await made(pool), await made(pool, items=0)
     seq = (await task(pool, t))["event_seq"]
-    async with read(pool) as conn:
-        await conn.execute(
-            "UPDATE items SET status = 'done' WHERE task_id = %s AND item_id = 'i0'", (t,)
-        )
-    await change(pool, t, TaskChange(items_changed=True))
+    history = [{"attempt": 1, "outcome": "done"}]
+    done = ItemChange("i0", "done", 1, {"exit_code": 0}, "c0", history=history)
+    await recorded(runs, t, StepRecord(effect_key=f"{t}:s", step="s", result={}, item=done))
     row = await task(pool, t)
+    items = (await runs.view(t)).items
+    # The artifact is the items' views (computed once, in persistence/views.py), in order.
+    assert row["plan"]["items"] == [item_view(i) for i in items]
     assert [i["status"] for i in row["plan"]["items"]] == ["done", "pending"]
-    progress = row["metadata"]["progress"]
-    assert (progress["items_done"], progress["items_total"]) == (1, 2)
-    assert progress["current_item"] is None
-    assert "verification" in row["metadata"]
+    stored = await rows(pool, "SELECT view FROM items WHERE task_id = %s ORDER BY position", t)
+    assert [r["view"] for r in stored] == [stored_view(i) for i in items]
+    assert "history" not in stored[0]["view"]  # kept once, in its column
+    assert row["metadata"]["progress"] == progress_counts(items)
+    assert (row["metadata"]["progress"]["items_done"], len(items)) == (1, 2)
+    assert row["metadata"]["verification"] == verification_counts(items)
     [plan] = await events(pool, t, seq)
-    assert plan["name"] == "plan" and plan["data"]["items"][0]["status"] == "done"
+    assert plan["name"] == "plan" and plan["data"]["items"][0]["history"] == history
     await change(pool, empty, TaskChange(items_changed=True))
     assert (await task(pool, empty))["plan"] is None  # no items: no plan artifact
+
+
+async def test_a_change_that_only_shows_a_decision_keeps_the_summary(pool: Pool) -> None:
+    t = await made(pool)
+    before = (await task(pool, t))["metadata"]
+    await change(pool, t, TaskChange(items_changed=True))  # as a request asked or decided
+    after = (await task(pool, t))["metadata"]
+    assert (after["progress"], after["verification"]) == (
+        before["progress"],
+        before["verification"],
+    )
 
 
 async def test_a_report_is_an_event_and_so_is_each_of_its_outputs(pool: Pool) -> None:
@@ -268,9 +289,7 @@ async def test_a_childs_end_shows_on_its_parent(pool: Pool) -> None:
     runs = PostgresRunStore(pool)
     for n, kid in enumerate((child, silent)):
         handed = NewDelegation(f"d{n}", "sub", child_id=kid)
-        await runs.record_step(
-            parent, StepRecord(f"{parent}:send{n}", "send", {}, delegation=handed)
-        )
+        await recorded(runs, parent, StepRecord(f"{parent}:send{n}", "send", {}, delegation=handed))
     segment = (await task(pool, parent))["segment"]
     await change(pool, silent, TaskChange(state="failed", status_text="no report"))
     await change(pool, child, TaskChange(state="completed", report={"outcome": "completed"}))

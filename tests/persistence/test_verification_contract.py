@@ -1,21 +1,18 @@
-"""metadata.verification (counted in SQL by `apply_task_change()`) and the report's
-`verification` (counted in Python by `harness.kernel.report.verification_counts`) agree on
-the same rows: seeded random items, with histories shaped as the harness writes them (at most
-one pre-check entry, attempt 0, first; attempts; re-verifications; reopenings), stored, then
-read back both ways."""
+"""metadata.verification and metadata.progress say what the stored rows say: counted once
+(`persistence.views`), from the items as a step leaves them, and stored with its record.
+Seeded random items, with histories shaped as the harness writes them (at most one pre-check
+entry, attempt 0, first; attempts; re-verifications; reopenings), recorded a step at a time
+as the harness records them, then counted again from the rows read back."""
 
 from __future__ import annotations
 
 import random
 
-from a2a_agent.harness.kernel.report import verification_counts
-from persistence.changes import TaskChange
-from persistence.db import Pool, transaction
-from persistence.records import JSON
+from persistence.db import Pool
+from persistence.records import JSON, ItemChange, StepRecord
 from persistence.runs import PostgresRunStore
-from persistence.safe import jsonb
-from tests.persistence.rows import made, task
-from tests.persistence.test_task_change import change
+from persistence.views import progress_counts, verification_counts
+from tests.persistence.rows import made, recorded, task
 
 STATUSES = ("pending", "in_progress", "done", "failed", "skipped", "regressed", "interrupted")
 
@@ -38,22 +35,19 @@ def history(rng: random.Random) -> list[JSON]:
     return entries
 
 
-async def test_sql_and_python_count_the_same_checks(pool: Pool) -> None:
+async def test_the_stored_counts_are_the_counts_of_the_stored_rows(pool: Pool) -> None:
     rng = random.Random(20261203)
     runs = PostgresRunStore(pool)
     seen: set[str] = set()
     for _ in range(15):
         task_id = await made(pool, items=8)
-        async with transaction(pool) as conn:
-            for n in range(8):
-                await conn.execute(
-                    "UPDATE items SET status = %s, history = %s "
-                    "WHERE task_id = %s AND item_id = %s",
-                    (rng.choice(STATUSES), jsonb(history(rng)), task_id, f"i{n}"),
-                )
-        await change(pool, task_id, TaskChange(items_changed=True))
-        in_sql = (await task(pool, task_id))["metadata"]["verification"]
+        for n in rng.sample(range(8), 5):  # a step per item, some left as planned
+            change = ItemChange(f"i{n}", rng.choice(STATUSES), 1, history=history(rng))
+            step = StepRecord(effect_key=f"{task_id}:{n}", step="s", result={}, item=change)
+            await recorded(runs, task_id, step)
+        metadata = (await task(pool, task_id))["metadata"]
         items = (await runs.view(task_id)).items
-        assert in_sql == verification_counts(items), [i.history for i in items]
-        seen |= {name for name, count in in_sql.items() if count}
-    assert seen == set(in_sql), f"never counted: {set(in_sql) - seen}"  # the seed reaches all
+        assert metadata["verification"] == verification_counts(items), [i.history for i in items]
+        assert metadata["progress"] == progress_counts(items)
+        seen |= {name for name, count in metadata["verification"].items() if count}
+    assert seen == set(metadata["verification"]), "some count was never reached by the seed"

@@ -20,12 +20,13 @@ from a2a_agent.budget import Spend
 from a2a_agent.harness.kernel.context import StepContext
 from a2a_agent.harness.kernel.effects import Concluded, Effect, Effects
 from a2a_agent.harness.kernel.endings import RunEndings
-from a2a_agent.harness.kernel.evidence import evidence, reopenings
+from a2a_agent.harness.kernel.evidence import evidence
 from a2a_agent.harness.kernel.keys import effect_key
 from a2a_agent.harness.kernel.pauses import asked_here
 from a2a_agent.harness.kernel.results import JSON, StepResult
 from a2a_agent.harness.workspace.commands import CommandResult
 from persistence.records import Charge, StepRecord, StepView, Transition
+from persistence.views import reopenings
 
 SCOPE = "plan"
 PRECHECK = "precheck"

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from a2a_agent.harness.kernel.evidence import reopenings, with_attempt
+from a2a_agent.harness.kernel.evidence import with_attempt
 from a2a_agent.harness.kernel.results import JSON
 from persistence.records import (
     ItemChange,
@@ -23,6 +23,7 @@ from persistence.records import (
     StepView,
     Transition,
 )
+from persistence.views import reopenings
 
 REOPEN_LIMIT = 2  # times one item may be reopened by the policy (a person may reopen more)
 

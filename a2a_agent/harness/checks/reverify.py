@@ -32,12 +32,13 @@ from a2a_agent.harness.checks.regressions import REOPEN_LIMIT, Regression, reope
 from a2a_agent.harness.kernel.context import StepContext, ended_by_others
 from a2a_agent.harness.kernel.effects import Concluded, Effect, Effects
 from a2a_agent.harness.kernel.endings import RunEndings
-from a2a_agent.harness.kernel.evidence import evidence, reopenings
+from a2a_agent.harness.kernel.evidence import evidence
 from a2a_agent.harness.kernel.keys import effect_key
 from a2a_agent.harness.kernel.results import JSON, StepResult
 from a2a_agent.harness.workspace.commands import CommandResult
 from a2a_agent.harness.workspace.files import remove_within
 from persistence.records import Charge, ItemRow, StepRecord, StepView, Transition
+from persistence.views import reopenings
 
 PROBES = "a2a-probe"  # inside .git: never committed, and the box can write there
 

@@ -93,6 +93,10 @@ class StepContext:
         # Each task's progress entries as last rendered: a step appends what it wrote instead
         # of reading (and rendering) every transition again.
         self._rendered: OrderedDict[str, _Entries] = OrderedDict()
+        # Each task's items after the last record made from a view: a second record from the
+        # same view changes them, not the rows that view read (one segment of a task runs
+        # at a time, and only its steps change its items).
+        self._recorded: OrderedDict[str, tuple[StepView, list[ItemRow]]] = OrderedDict()
 
     def workspace(self, task_id: str) -> Workspace:
         return Workspace(
@@ -179,18 +183,19 @@ class StepContext:
             record = dataclasses.replace(record, fingerprint=found)
         if record.started_at is None:
             record = dataclasses.replace(record, started_at=view.read_at)
-        outcome = await self.runs.record_step(view.task_id, record)
+        read = self._recorded.get(view.task_id)
+        items = read[1] if read is not None and read[0] is view else list(view.items)
+        outcome = await self.runs.record_step(view.task_id, record, items)
+        after = outcome.items or items
+        if not outcome.replayed:
+            self._recorded[view.task_id] = (view, after)
+            self._recorded.move_to_end(view.task_id)
+            while len(self._recorded) > CACHED_TASKS:
+                self._recorded.popitem(last=False)
         if outcome.replayed or record.changes_files:
             entries = await self._entries_after(view.task_id, outcome)
-            self._write(view.task_id, view.goal, self._items_after(view, outcome), entries)
+            self._write(view.task_id, view.goal, after, entries)
         return outcome
-
-    @staticmethod
-    def _items_after(view: StepView, outcome: StepOutcome) -> list[ItemRow]:
-        if outcome.items:
-            return outcome.items
-        changed = {i.item_id: i for i in outcome.changed_items}
-        return [changed.get(i.item_id, i) for i in view.items]
 
     async def advance(self, view: StepView, record: StepRecord, attempt: int = 0) -> StepResult:
         """Record a step that only moves the run on: `ok`, or `stopped` if the task ended
@@ -273,6 +278,7 @@ class StepContext:
     def forget(self, task_id: str) -> None:
         """The run ended here: its cached entries are no longer needed."""
         self._rendered.pop(task_id, None)
+        self._recorded.pop(task_id, None)
 
     # ---- restarting an item -------------------------------------------------------------
 

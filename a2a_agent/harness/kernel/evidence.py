@@ -37,17 +37,3 @@ def with_attempt(item: ItemRow, attempt: int, **fields: Any) -> list[JSON]:
             entry.update(fields)
             return history
     return [*history, {"attempt": attempt, **fields}]
-
-
-def reverify_results(item: ItemRow) -> list[JSON]:
-    """Every re-verification result the item's attempts hold, oldest first."""
-    return [
-        dict(found)
-        for entry in item.history
-        for found in entry.get("reverify") or []
-        if isinstance(found, dict)
-    ]
-
-
-def reopenings(item: ItemRow) -> int:
-    return sum(1 for entry in item.history if isinstance(entry.get("reopened"), dict))

@@ -11,10 +11,17 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
-from a2a_agent.harness.kernel.evidence import reopenings, reverify_results
-from a2a_agent.harness.kernel.report import precheck_result, regressed, verification_counts
 from a2a_agent.wire import to_wire
 from persistence.records import ItemRow
+from persistence.views import (
+    item_view,
+    precheck_result,
+    progress_counts,
+    regressed,
+    reopenings,
+    reverify_results,
+    verification_counts,
+)
 
 
 class TransitionLike(Protocol):
@@ -36,35 +43,10 @@ class TransitionLike(Protocol):
 
 def plan_document(task_id: str, goal: str, items: Sequence[ItemRow]) -> str:
     """The plan as JSON, one item per line (readable, and written by the C encoder): each item
-    with the fields of the plan artifact that `apply_task_change()` builds in SQL
-    (`tests/test_record.py` compares the two field by field)."""
+    as the plan artifact shows it (`views.item_view`, the one place either is made)."""
     rows = [
-        json.dumps(
-            to_wire(
-                {
-                    "id": i.item_id,
-                    "title": i.title,
-                    "status": i.status,
-                    "attempts": i.attempts,
-                    "max_attempts": i.max_attempts,
-                    "run": i.run,
-                    "run_timeout_s": i.run_timeout_s,
-                    "verify": i.verify_command,
-                    "verify_timeout_s": i.verify_timeout_s,
-                    "verify_independent": i.verify_independent,
-                    "timeout_s": i.timeout_s,
-                    "precheck": i.precheck,
-                    "irreversible": i.irreversible,
-                    "ask": i.ask,
-                    "delegate_to": i.delegate_to,
-                    "evidence": i.evidence,
-                    "commit": i.commit_sha,
-                    "history": i.history,
-                }
-            ),
-            ensure_ascii=False,
-            sort_keys=True,  # a dict read back from jsonb has its keys in another order
-        )
+        # sort_keys: a dict read back from jsonb has its keys in another order
+        json.dumps(to_wire(item_view(i)), ensure_ascii=False, sort_keys=True)
         for i in items
     ]
     goal_json = json.dumps(goal, ensure_ascii=False)
@@ -134,13 +116,13 @@ def progress_document(
         "",
     ]
     lines += entries
-    done = sum(1 for i in items if i.status == "done")
-    failed = sum(1 for i in items if i.status == "failed")
+    progress = progress_counts(items)
     lines += [
         "",
         "## Now",
         "",
-        f"- Done: {done} of {len(items)}; failed: {failed}.",
+        f"- Done: {progress['items_done']} of {progress['items_total']}; "
+        f"failed: {progress['items_failed']}.",
         f"- Next: {_next_item(items)}.",
         f"- Checks: {_checks_in_words(items)}.",
     ]

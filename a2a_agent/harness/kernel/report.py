@@ -4,45 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from a2a_agent.harness.kernel.evidence import reopenings, reverify_results
 from persistence.records import JSON, ItemRow
-
-
-def precheck_result(item: ItemRow) -> str | None:
-    """fails_before, weak or skipped: what the item's pre-check found (None: not run)."""
-    for entry in item.history:
-        found = entry.get("precheck") if entry.get("attempt") == 0 else None
-        if isinstance(found, dict):
-            return str(found.get("result"))
-    return None
-
-
-def regressed(item: ItemRow) -> bool:
-    """Whether a re-verification ever found the item's check failing after it was done."""
-    return any(r.get("result") == "regressed" for r in reverify_results(item))
-
-
-def last_reverified(item: ItemRow) -> str | None:
-    """passed or regressed: what the last re-verification of the item found (None: none)."""
-    found = reverify_results(item)
-    return str(found[-1].get("result")) if found else None
-
-
-def verification_counts(items: Sequence[ItemRow]) -> JSON:
-    """How strong the checks were: the counts metadata.verification also gives (counted the
-    same way in SQL, `apply_task_change()`; tests/persistence/test_verification_contract.py
-    holds the two together)."""
-    results = [(i.status, precheck_result(i)) for i in items]
-    return {
-        "failed_before_passed_after": sum(
-            1 for status, r in results if status == "done" and r == "fails_before"
-        ),
-        "weak": sum(1 for _, r in results if r == "weak"),
-        "precheck_skipped": sum(1 for _, r in results if r == "skipped"),
-        "not_prechecked": sum(1 for _, r in results if r is None),
-        "regressed": sum(1 for i in items if regressed(i)),
-        "reopened": sum(1 for i in items if reopenings(i)),
-    }
+from persistence.views import last_reverified, precheck_result, verification_counts
 
 
 def acceptance_shown(acceptance: object) -> JSON | None:

@@ -1,0 +1,6 @@
+-- What the plan shows of each item, computed once in Python (persistence/views.py) and kept
+-- on its row; the plan artifact is assembled from these views and the items' histories.
+-- Rows from before this version get theirs from `migrate` (persistence/migrate.py), which
+-- computes them from the rows.
+
+ALTER TABLE items ADD COLUMN view jsonb;
