@@ -8,7 +8,8 @@ The SDK writes the SSE frames; this ASGI middleware adds the `id:` lines to them
 event's metadata), turns the query parameter into the header, and keeps a quiet stream alive:
 a comment line (`: keep-alive`) after `ping_s` seconds without a frame
 (`A2A_AGENT_STREAM_PING_S`), so a client's read timeout, or a proxy's idle timeout, longer
-than that never fires while a long step runs. sse-starlette's own 15 s ping stays beneath it.
+than that never fires while a long step runs. sse-starlette's own 15 s ping stays beneath it,
+sent, as ours, as comment lines with no blank line after them (see KEEP_ALIVE).
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LAST_EVENT_ID = b"last-event-id"
 QUERY_PARAMETER = "lastEventId"
-KEEP_ALIVE = b": keep-alive\r\n\r\n"
+# A comment line without the blank line that would end an event: httpx-sse (the a2a-sdk 0.3
+# client's parser) dispatches an event at every blank line once an `id:` was seen, so a
+# comment ended by one reached that client as an event with empty data, which it failed to
+# parse as JSON. A bare comment line is still bytes on a quiet connection.
+KEEP_ALIVE = b": keep-alive\r\n"
 
 
 def _event_id(data: bytes) -> str | None:
@@ -49,8 +54,12 @@ def _event_id(data: bytes) -> str | None:
     return str(found) if found else None
 
 
-def _with_id(frame: bytes) -> bytes:
+def _as_sent(frame: bytes) -> bytes:
+    """A frame as it goes out: its event id added as `id:`; a frame of comments only (the SSE
+    library's own ping) without its blank-line end (see KEEP_ALIVE)."""
     lines = frame.splitlines(keepends=True)
+    if all(line.startswith(b":") or not line.strip() for line in lines):
+        return b"".join(line for line in lines if line.strip())
     for line in lines:
         if line.startswith(b"data:"):
             found = _event_id(line[5:].strip())
@@ -118,7 +127,7 @@ class _Stream:
                     self._pinger = asyncio.create_task(self._pings(), name="stream keep-alive")
             elif message["type"] == "http.response.body" and self._streaming:
                 frames, self._buffer = _split(self._buffer + message.get("body", b""))
-                body = b"".join(_with_id(f) for f in frames)
+                body = b"".join(_as_sent(f) for f in frames)
                 if not message.get("more_body", False):
                     body, self._buffer = body + self._buffer, b""
                     self._ended = True

@@ -82,3 +82,33 @@ async def test_other_responses_and_a_zero_interval_get_no_comment() -> None:
     assert [b for _, b in json_reply] == [b"{}", b""]
     off = await sent_by(streaming([(0.3, FRAME % 1)]), ping_s=0)
     assert KEEP_ALIVE not in [b for _, b in off]
+
+
+def events_as_httpx_sse_reads(stream: bytes) -> list[tuple[str, str]]:
+    """(id, data) of each event, dispatched as httpx-sse 0.4 (the a2a-sdk 0.3 client's
+    parser) does: at every blank line once an event type, data or an id was seen, the id kept
+    from one event to the next (the spec dispatches nothing without data; it does)."""
+    events, data, last_id = [], [], ""
+    for line in stream.decode().splitlines():
+        if not line:
+            if data or last_id:
+                events.append((last_id, "\n".join(data)))
+            data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+        elif line.startswith("id:"):
+            last_id = line[3:].strip()
+    return events
+
+
+async def test_a_ping_after_an_event_is_no_event_to_a_0_3_client() -> None:
+    """A 0.3 REST client's resubscribe parsed every dispatched event's data as JSON and failed
+    on the empty one a ping made after the first event (seen on a slow machine)."""
+    library_ping = b": ping - 2026-12-03 22:00:00.000000+00:00\r\n\r\n"  # sse-starlette's
+    parts = [(0, FRAME % 1), (0.05, library_ping), (0.3, FRAME % 2)]
+    sent = await sent_by(streaming(parts), ping_s=0.1)
+    stream = b"".join(b for _, b in sent)
+    assert KEEP_ALIVE in stream and b": ping - " in stream  # both pings went out
+    events = events_as_httpx_sse_reads(stream)
+    assert [event_id for event_id, _ in events] == ["t:1", "t:2"], events
+    assert all(data for _, data in events)
