@@ -67,6 +67,19 @@ def one_item_task() -> NewTask:
     )
 
 
+def step_context(pool: Pool, tmp_path: Path) -> StepContext:
+    """The harness's step context on the test's pool, its workspaces under `tmp_path`."""
+    config = HarnessConfig(
+        workspaces=tmp_path / "workspaces",
+        command_env={},
+        command_timeout_s=60,
+        output_tail_bytes=1000,
+        executor_id="here",
+    )
+    guard = BudgetGuard(PostgresBudgets(pool), pause_pct=80, prices={})
+    return StepContext(PostgresRunStore(pool), PostgresLedger(pool), guard, config)
+
+
 async def test_an_effect_cut_short_in_one_process_reruns_once_in_another(
     pool: Pool, database_url: str, tmp_path: Path
 ) -> None:
@@ -99,15 +112,7 @@ async def test_a_commit_after_a_kill_in_the_last_one_takes_over_its_lock(
     """A kill -9 during a step's commit leaves git's index.lock; the step runs again after the
     restart (the run's closing step among them) and commits all the same."""
     task = (await PostgresTaskStore(pool).create_task(one_item_task())).row
-    config = HarnessConfig(
-        workspaces=tmp_path / "workspaces",
-        command_env={},
-        command_timeout_s=60,
-        output_tail_bytes=1000,
-        executor_id="here",
-    )
-    guard = BudgetGuard(PostgresBudgets(pool), pause_pct=80, prices={})
-    ctx = StepContext(PostgresRunStore(pool), PostgresLedger(pool), guard, config)
+    ctx = step_context(pool, tmp_path)
     ws = ctx.workspace(task.task_id)
     await ws.ensure()
     (ws.git_dir / "index.lock").write_text("")  # as the killed `git add` left it
@@ -126,15 +131,7 @@ async def test_a_second_record_from_one_view_builds_on_the_first(
     records twice from one view (a fact re-check, then its effect) must build the second on
     the first, not on what the view read, or the first's evidence would be lost."""
     task = (await PostgresTaskStore(pool).create_task(one_item_task())).row
-    config = HarnessConfig(
-        workspaces=tmp_path / "workspaces",
-        command_env={},
-        command_timeout_s=60,
-        output_tail_bytes=1000,
-        executor_id="here",
-    )
-    guard = BudgetGuard(PostgresBudgets(pool), pause_pct=80, prices={})
-    ctx = StepContext(PostgresRunStore(pool), PostgresLedger(pool), guard, config)
+    ctx = step_context(pool, tmp_path)
     await ctx.workspace(task.task_id).ensure()
     view = await ctx.view(task.task_id)
     first = ItemChange("i0", "in_progress", 1, evidence={"exit_code": 1}, history=[{"a": 1}])
