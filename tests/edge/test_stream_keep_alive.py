@@ -88,7 +88,9 @@ def events_as_httpx_sse_reads(stream: bytes) -> list[tuple[str, str]]:
     """(id, data) of each event, dispatched as httpx-sse 0.4 (the a2a-sdk 0.3 client's
     parser) does: at every blank line once an event type, data or an id was seen, the id kept
     from one event to the next (the spec dispatches nothing without data; it does)."""
-    events, data, last_id = [], [], ""
+    events: list[tuple[str, str]] = []
+    data: list[str] = []
+    last_id = ""
     for line in stream.decode().splitlines():
         if not line:
             if data or last_id:
