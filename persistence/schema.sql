@@ -75,6 +75,9 @@ CREATE TABLE items (
                           'regressed', 'interrupted'))
 );
 
+-- What `migrate` looks for at every start (rows from before views): an index probe.
+CREATE INDEX items_without_view ON items (task_id, item_id) WHERE view IS NULL;
+
 CREATE TABLE transitions (
     task_id    text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
     seq        integer NOT NULL,
