@@ -40,10 +40,12 @@ from a2a_agent.harness.workspace.sandbox import Sandbox
 from a2a_agent.harness.workspace.unpack import Limits
 from a2a_agent.liveness import mark_alive
 from a2a_agent.model import ModelClient
+from a2a_agent.model.gated import GatedModel
 from a2a_agent.observe import tracing
 from a2a_agent.peers import PeerClient
 from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
+from a2a_agent.slots import Slots
 from a2a_agent.sources import SourceRules
 from a2a_agent.startup import freeze_startup_objects
 from a2a_agent.watched import FaultPoint, watch
@@ -93,6 +95,7 @@ def harness_config(settings: Settings, sandbox: Sandbox) -> HarnessConfig:
         public_url=settings.server.url,
         inline_output_bytes=intake.inline_output_bytes,
         fault_file=settings.fault_file,
+        command_slots=Slots("commands", commands.slots, lease_s=commands.slot_s),
     )
 
 
@@ -104,13 +107,17 @@ def model_client(settings: Settings) -> ModelClient | None:
         return None
     from a2a_agent.model.anthropic_adapter import AnthropicModel  # noqa: PLC0415
 
-    return AnthropicModel(
+    slots = Slots("model calls", model.concurrency)
+    inner = AnthropicModel(
         api_key=model.api_key,
         model=model.name,
         base_url=model.base_url,
         timeout_s=model.timeout_s,
         max_retries=model.max_retries,
+        max_connections=model.concurrency,
+        rate_limited=slots.pause,
     )
+    return GatedModel(inner, slots)
 
 
 def model_config(settings: Settings) -> ModelConfig:

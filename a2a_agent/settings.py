@@ -277,8 +277,10 @@ class WorkerSettings:
 
     executor_id: str = setting("A2A_AGENT_EXECUTOR_ID", "")  # "": <hostname>-<role>
     run_worker: bool = plain(True)  # serve --no-worker, deliver: False
+    # Runs admitted at once: they wait on the model most of the time, so a worker drives
+    # many; what they share is limited by the command and model slots (docs/settings.md).
     concurrency: int = setting(
-        "A2A_AGENT_WORKER_CONCURRENCY", 4, Whole(minimum=1), flat="worker_concurrency"
+        "A2A_AGENT_WORKER_CONCURRENCY", 500, Whole(minimum=1), flat="worker_concurrency"
     )
     queue_poll_s: float = setting("A2A_AGENT_QUEUE_POLL_S", 0.5, Seconds())
     reconcile_interval_s: float = setting("A2A_AGENT_RECONCILE_INTERVAL_S", 10.0, Seconds())
@@ -320,11 +322,23 @@ class CommandSettings:
     verify_timeout_s: int = setting("A2A_AGENT_VERIFY_TIMEOUT_S", 600, Whole(minimum=1))
     output_tail_bytes: int = plain(4000)
     reverify_parallelism: int = setting("A2A_AGENT_REVERIFY_PARALLELISM", 4, Whole(minimum=1))
+    # Commands running at once in a worker, of all its runs; 0: two per core.
+    concurrency: int = setting(
+        "A2A_AGENT_COMMAND_CONCURRENCY", 0, Whole(minimum=0), flat="command_concurrency"
+    )
+    # A command running longer gives its slot up (a long build cannot starve short checks).
+    slot_s: float = setting("A2A_AGENT_COMMAND_SLOT_S", 10.0, Seconds(), flat="command_slot_s")
     clone_timeout_s: float = setting("A2A_AGENT_CLONE_TIMEOUT_S", 3600.0, Seconds())
     git_allowed_urls: tuple[str, ...] = setting("A2A_AGENT_GIT_ALLOWED_URLS", (), Listed())
     git_credentials: Mapping[str, GitCredential] = setting(
         "A2A_AGENT_GIT_CREDENTIALS", {}, Parsed(parse_credentials), factory=dict, secret=True
     )
+
+    @property
+    def slots(self) -> int:
+        """Commands at once: as set, or two per core (a command often waits on its disk, its
+        network or a child, and one per core left cores idle in the measurement)."""
+        return self.concurrency or 2 * (os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -345,6 +359,10 @@ class ModelSettings:
     )
     max_retries: int = setting(
         "A2A_AGENT_MODEL_MAX_RETRIES", 4, Whole(minimum=0), flat="model_max_retries"
+    )
+    # Model calls in flight at once from a worker, of all its runs (the provider's limit).
+    concurrency: int = setting(
+        "A2A_AGENT_MODEL_CONCURRENCY", 500, Whole(minimum=1), flat="model_concurrency"
     )
     compact_at_tokens: int = setting("A2A_AGENT_COMPACT_AT_TOKENS", 120_000, Whole(minimum=1000))
     max_turns: int = setting("A2A_AGENT_MAX_TURNS", 60, Whole(minimum=1))

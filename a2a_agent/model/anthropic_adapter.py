@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
+import httpx2
 
 from a2a_agent.errors import ModelError
 from a2a_agent.model import DEFAULT_MODEL
@@ -13,8 +15,25 @@ from a2a_agent.model.types import JSON, ModelRequest, ModelResponse, Usage
 __all__ = ["DEFAULT_MODEL", "AnthropicModel"]
 
 
+# A 429 or 529 that names no wait: the SDK's own first backoff is about this long.
+DEFAULT_PAUSE_S = 1.0
+
+
+def retry_after(headers: httpx2.Headers) -> float:
+    """The wait a rate-limited answer asks for, in seconds (the SDK reads the same headers)."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers.get(name, "")) / scale)
+        except ValueError:
+            continue
+    return DEFAULT_PAUSE_S
+
+
 class AnthropicModel:
-    """`Model` over the Messages API; the SDK retries 429, 529 and 5xx with our limits."""
+    """`Model` over the Messages API; the SDK retries 429, 529 and 5xx with our limits.
+
+    `rate_limited` hears of every 429 and 529 the API answers (retries included) with the
+    wait it asked for, so the worker can hold back its other calls, not only this one."""
 
     def __init__(
         self,
@@ -24,11 +43,28 @@ class AnthropicModel:
         base_url: str | None = None,
         timeout_s: float = 600.0,
         max_retries: int = 4,
+        max_connections: int = 1000,
+        rate_limited: Callable[[float], None] | None = None,
     ) -> None:
         self.name = model
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
+        self._rate_limited = rate_limited
+        http = anthropic.DefaultAsyncHttpxClient(
+            limits=httpx2.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            event_hooks={"response": [self._heard]},
         )
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=max_retries,
+            http_client=http,
+        )
+
+    async def _heard(self, response: httpx2.Response) -> None:
+        if response.status_code in (429, 529) and self._rate_limited is not None:
+            self._rate_limited(retry_after(response.headers))
 
     async def close(self) -> None:
         await self._client.close()

@@ -159,6 +159,8 @@ class FakeAnthropic:
         self._records: list[RecordedRequest] = []
         self._errors: list[str] = []
         self._log_file = Path(log_file) if log_file is not None else None
+        self._in_flight = 0
+        self.max_in_flight = 0  # the most requests answered at once (benchmarks read it)
         self._server = _Server((host, port), _Handler)
         self._server.fake = self
         self._thread: threading.Thread | None = None
@@ -235,6 +237,20 @@ class FakeAnthropic:
             return list(self._errors)
 
     # answering
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    def _enter(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
     def _record(self, record: RecordedRequest) -> None:
         with self._lock:
             self._records.append(record)
@@ -311,6 +327,9 @@ class FakeAnthropic:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # Hundreds of runs connect at once in the concurrency tests and benchmarks; the default
+    # backlog of 5 dropped their connections for a second's retransmit.
+    request_queue_size = 1024
     fake: FakeAnthropic
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -332,11 +351,15 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             parsed = None
         body = cast(JSON, parsed) if isinstance(parsed, dict) else None
-        reply = fake._respond(path, body, len(raw))
-        fake._record(RecordedRequest(path, headers, body, reply.status))
-        if reply.delay > 0:
-            time.sleep(reply.delay)
-        self._send(reply)
+        fake._enter()
+        try:
+            reply = fake._respond(path, body, len(raw))
+            fake._record(RecordedRequest(path, headers, body, reply.status))
+            if reply.delay > 0:
+                time.sleep(reply.delay)
+            self._send(reply)
+        finally:
+            fake._leave()
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path

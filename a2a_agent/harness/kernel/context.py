@@ -24,6 +24,7 @@ from a2a_agent.harness.workspace.git_remote import GitRemote
 from a2a_agent.harness.workspace.sandbox import Sandbox
 from a2a_agent.harness.workspace.unpack import Limits
 from a2a_agent.harness.workspace.workspace import Workspace
+from a2a_agent.slots import Slots
 from a2a_agent.sources import SourceRules
 from persistence.ledger import Ledger
 from persistence.records import (
@@ -61,6 +62,9 @@ class HarnessConfig:
     inline_output_bytes: int = 64 * 1024  # a result file this small travels in its artifact
     fault_file: Path | None = None  # tests: where a crash point is named (watched.py)
     sandbox: Sandbox = field(default_factory=Sandbox)
+    # Commands running at once in this worker, whichever runs they belong to (the model's
+    # bash included): what the cores allow, while runs waiting on the model take none.
+    command_slots: Slots = field(default_factory=lambda: Slots("commands", 8))
 
 
 class _Entries:
@@ -138,6 +142,7 @@ class StepContext:
             tail_bytes=tail_bytes or self.config.output_tail_bytes,
             sandbox=self.config.sandbox,
             pid_file=ws.lane_pid_file(lane),
+            slots=self.config.command_slots,
         )
 
     def command_env(

@@ -337,6 +337,7 @@ class ModelWork:
                 max_timeout_s=bash_timeout or 1,
                 pid_file=ws.command_pid_file,
                 sandbox=self.ctx.config.sandbox,
+                slots=self.ctx.config.command_slots,
             )
             outcome = await tools.call(name, tool_use.get("input") or {})
             return {"tool_use_id": tool_use["id"], **outcome.as_json()}

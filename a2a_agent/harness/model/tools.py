@@ -19,6 +19,7 @@ from a2a_agent.harness.workspace import safe_files
 from a2a_agent.harness.workspace.commands import run_command
 from a2a_agent.harness.workspace.sandbox import Sandbox
 from a2a_agent.model.types import ToolSpec
+from a2a_agent.slots import Slots
 
 MAX_READ_BYTES = 200_000
 T = TypeVar("T")
@@ -171,6 +172,7 @@ class WorkspaceTools:
     max_timeout_s: int
     pid_file: Path | None = None
     sandbox: Sandbox = field(default_factory=Sandbox)
+    slots: Slots | None = None  # the worker's command slots
 
     def _path(self, raw: Any, *, must_exist: bool = False) -> Path:
         if not isinstance(raw, str) or not raw.strip():
@@ -226,6 +228,7 @@ class WorkspaceTools:
                 tail_bytes=self.output_bytes,
                 sandbox=self.sandbox,
                 pid_file=self.pid_file,
+                slots=self.slots,
             )
             return ToolOutcome(
                 f"exit code {result.exit_code}\n{result.output_tail}", is_error=not result.passed

@@ -1,0 +1,96 @@
+"""Slots: what is scarce in a worker, shared by every run it drives.
+
+A worker admits hundreds of runs at once (they spend their time waiting on the model), and
+limits what they share instead: commands (cores), model calls in flight (the provider's rate
+limits) and database connections (the pool). A run waits for a slot, never for another run
+to end, so a run with a long command holds one command slot and the others' model turns go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SlotsView:
+    name: str
+    size: int
+    held: int
+    waiting: int
+    long: int  # holders past their lease: still running, no longer counted
+
+
+class Slots:
+    """At most `size` holders at once; those waiting are served in the order they came
+    (asyncio's semaphore wakes its waiters first in, first out), so a burst that arrived
+    later does not pass a run that was waiting before it.
+
+    With `lease_s`, a holder gives its slot up after that long and goes on outside the count:
+    a few long commands (a build, a 10-minute test suite, a `sleep`) then cannot hold every
+    slot while the short ones of every other run wait behind them; the kernel shares the
+    cores among what runs."""
+
+    def __init__(self, name: str, size: int, *, lease_s: float | None = None) -> None:
+        if size < 1:
+            raise ValueError(f"{name}: at least one slot is needed, not {size}")
+        self.name = name
+        self.size = size
+        self.lease_s = lease_s
+        self._free = asyncio.Semaphore(size)
+        self._held = 0
+        self._waiting = 0
+        self._long = 0
+        self._not_before = 0.0  # monotonic time before which no slot is handed out
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        self._waiting += 1
+        try:
+            await self._free.acquire()
+        finally:
+            self._waiting -= 1
+        counted = True
+
+        def lapse() -> None:
+            nonlocal counted
+            counted = False
+            self._held -= 1
+            self._long += 1
+            self._free.release()
+
+        try:
+            # A pause asked for meanwhile (a rate limit) holds back every call that starts
+            # after it, not only the one that was told. (A deadline that a later 429 may move
+            # on, so a sleep to it, not an event.)
+            while (wait := self._not_before - time.monotonic()) > 0:  # noqa: ASYNC110
+                await asyncio.sleep(wait)
+        except BaseException:
+            self._free.release()
+            raise
+        self._held += 1
+        lease = (
+            asyncio.get_running_loop().call_later(self.lease_s, lapse)
+            if self.lease_s is not None
+            else None
+        )
+        try:
+            yield
+        finally:
+            if lease is not None:
+                lease.cancel()
+            if counted:
+                self._held -= 1
+                self._free.release()
+            else:
+                self._long -= 1
+
+    def pause(self, seconds: float) -> None:
+        """Hand out no slot for `seconds` from now (a longer pause asked before still holds)."""
+        self._not_before = max(self._not_before, time.monotonic() + max(0.0, seconds))
+
+    def view(self) -> SlotsView:
+        return SlotsView(self.name, self.size, self._held, self._waiting, self._long)

@@ -1,0 +1,378 @@
+"""Many model-worked runs at once on one worker: makespan against one run alone, and what each
+run costs the worker (issue 25).
+
+One `a2a-agent serve` (API and worker in one process, its defaults unless told) on a fresh
+database; the model is the fake Messages API over HTTP, answering every call after
+`--latency` seconds. Each task is a plan of `--items` model-worked items; for each item the
+model calls bash once (a short command in the sandbox) and then ends its turn, so a run makes
+2 x items model calls. First one run alone, then N runs sent at once, for each N.
+
+Prints, per N: the makespan and its ratio to one run alone; the most model calls in flight;
+the server's CPU per run (its process and the commands it ran) and PostgreSQL's; step
+overhead p50/p99 (a step's time outside the model: every step's duration, less the model's
+latency for the model's calls, from DBOS's own step records); the worker's RSS before and at
+its peak, and its growth per active run; the most database connections held. Asserts nothing.
+
+    .venv/bin/python bench/concurrent_runs.py                      # N = 10 100 500 1000
+    .venv/bin/python bench/concurrent_runs.py --n 10 100 --latency 2 --items 2
+
+Targets (issue 25): at N = 500 the makespan within 1.25x of one run alone plus the CPU spread
+over the cores; server CPU per two-item run <= 0.08 s; step overhead p99 <= 50 ms; RSS <= 2 MB
+per active run; connections bounded by the pool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.support.fake_anthropic import JSON, FakeAnthropic, text_reply, tool_reply  # noqa: E402
+
+DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def responder(latency: float) -> Any:
+    """The model: bash once per item (its own file), then the end of the turn."""
+
+    def answer(body: JSON) -> JSON:
+        last = body["messages"][-1]
+        content = last.get("content")
+        if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
+            return text_reply("Done.", delay=latency)
+        command = 'echo "$A2A_IDEMPOTENCY_KEY" > "done-$A2A_ITEM_ID.txt"'
+        return tool_reply("bash", {"command": command}, delay=latency)
+
+    return answer
+
+
+def plan(n: int, items: int) -> dict[str, Any]:
+    return {
+        "configuration": {"returnImmediately": True},
+        "message": {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "parts": [{"data": {"plan": {
+                "goal": f"concurrent task {n}",
+                "items": [
+                    {"id": f"i{k}", "title": f"Write done-i{k}.txt",
+                     "verify": f"test -f done-i{k}.txt", "precheck": False}
+                    for k in range(items)
+                ],
+            }}}],
+        },
+    }  # fmt: skip
+
+
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def cpu_s(pid: int) -> float:
+    """A process's CPU seconds, its reaped children's included (the commands it ran)."""
+    return sum(int(f) for f in _stat(pid)[11:15]) / TICKS
+
+
+def session(sid: int) -> list[int]:
+    """The processes of a session: the server's supervisor, the server, their children."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                if int(_stat(int(entry.name))[3]) == sid:
+                    found.append(int(entry.name))
+    return found
+
+
+def session_cpu_s(sid: int) -> float:
+    total = 0.0
+    for pid in session(sid):
+        with contextlib.suppress(OSError):
+            total += cpu_s(pid)
+    return total
+
+
+def postgres_cpu_s() -> float:
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "comm").read_text().strip() == "postgres":
+                    total += cpu_s(int(entry.name))
+    return total
+
+
+def rss_mb(sid: int) -> float:
+    """The resident memory of the session's Python processes (not the commands' boxes)."""
+    total = 0.0
+    for pid in session(sid):
+        with contextlib.suppress(OSError):
+            if not Path(f"/proc/{pid}/comm").read_text().startswith("python"):
+                continue
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+    return total
+
+
+class Sampler:
+    """Samples the worker's RSS and the database's connections while runs go on."""
+
+    def __init__(self, pid: int, database: str, dbname: str) -> None:
+        self.pid, self.database, self.dbname = pid, database, dbname
+        self.peak_rss = 0.0
+        self.peak_connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with psycopg.connect(self.database, autocommit=True) as conn:
+            while not self._stop.wait(0.2):
+                self.peak_rss = max(self.peak_rss, rss_mb(self.pid))
+                (held,) = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> "
+                    "pg_backend_pid()",
+                    (self.dbname,),
+                ).fetchone() or (0,)
+                self.peak_connections = max(self.peak_connections, int(held))
+
+
+def rpc(client: httpx.Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    reply = client.post("/", json=body).json()
+    if "error" in reply:
+        raise RuntimeError(reply["error"])
+    return dict(reply["result"])
+
+
+def send_all(url: str, messages: list[dict[str, Any]]) -> list[str]:
+    """Sent side by side (16 connections), as an orchestrator fanning out would."""
+    ids: list[str] = [""] * len(messages)
+    lock = threading.Lock()
+    queue = list(enumerate(messages))
+
+    def sender() -> None:
+        with httpx.Client(base_url=url, headers={"A2A-Version": "1.0"}, timeout=120) as client:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    n, message = queue.pop()
+                ids[n] = rpc(client, "SendMessage", message)["task"]["id"]
+
+    threads = [threading.Thread(target=sender) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return ids
+
+
+def wait_done(database: str, ids: list[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(database, autocommit=True) as conn:
+        while True:
+            rows = conn.execute(
+                "SELECT state, count(*) FROM tasks WHERE id = ANY(%s) GROUP BY state", (ids,)
+            ).fetchall()
+            states = dict(rows)
+            ended = sum(v for k, v in states.items() if k in ("completed", "failed", "canceled"))
+            if ended == len(ids):
+                if states.get("completed", 0) != len(ids):
+                    raise RuntimeError(f"not every run completed: {states}")
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"unfinished after {timeout} s: {states}")
+            time.sleep(0.05)
+
+
+def step_overheads(database: str, ids: list[str], latency: float) -> list[float]:
+    """Each step's time outside the model, in ms (the model's calls less its latency)."""
+    with psycopg.connect(database, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT function_name, completed_at_epoch_ms - started_at_epoch_ms "
+            "FROM dbos.operation_outputs WHERE workflow_uuid = ANY(%s) "
+            "AND completed_at_epoch_ms IS NOT NULL "
+            "AND function_name NOT LIKE 'DBOS.%%'",
+            (ids,),
+        ).fetchall()
+    return [
+        float(ms) - (latency * 1000 if name.endswith("call_model") else 0.0) for name, ms in rows
+    ]
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))] if ordered else 0.0
+
+
+def measure(
+    args: argparse.Namespace, server_url: str, fake: FakeAnthropic, n: int, index: int
+) -> dict[str, float]:
+    name = f"a2a_bench_many_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    database = make_conninfo(server_url, dbname=name)
+    home = Path(tempfile.mkdtemp(prefix="a2a-many-"))
+    port = args.port + index
+    env = {
+        **os.environ,
+        "DATABASE_URL": database,
+        "A2A_AGENT_HOME": str(home),
+        "A2A_AGENT_INSECURE_OPEN": "1",
+        "A2A_AGENT_BUDGET_PAUSE": "off",
+        "ANTHROPIC_API_KEY": "sk-ant-bench-0000000000000000",
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "PYTHONPATH": str(REPO),
+        **dict(kv.split("=", 1) for kv in args.env),
+    }
+    log = (home / "serve.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "a2a_agent", "serve", "--port", str(port)],
+        env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError((home / "serve.log").read_text()[-3000:])
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise TimeoutError("the server never became ready")
+            time.sleep(0.2)
+        time.sleep(1)
+        # One run alone, as the ideal each of the N would have.
+        started = time.monotonic()
+        alone_ids = send_all(url, [plan(-1, args.items)])
+        wait_done(database, alone_ids, args.timeout)
+        alone = time.monotonic() - started
+        idle_rss = rss_mb(proc.pid)
+        cpu0, pg0 = session_cpu_s(proc.pid), postgres_cpu_s()
+        fake.max_in_flight = 0
+        spy = None
+        if args.profile:  # where the server's CPU goes while the N runs go on (py-spy)
+            spy = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(proc.pid), "--subprocesses", "--nonblocking",
+                 "--format", "raw", "--rate", "200", "--gil", "-o", f"{args.profile}.{n}.txt"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            time.sleep(1)
+        with Sampler(proc.pid, database, name) as sampler:
+            started = time.monotonic()
+            ids = send_all(url, [plan(k, args.items) for k in range(n)])
+            sent = time.monotonic() - started
+            wait_done(database, ids, args.timeout)
+            makespan = time.monotonic() - started
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+        cpu = session_cpu_s(proc.pid) - cpu0
+        pg = postgres_cpu_s() - pg0
+        overheads = step_overheads(database, ids, args.latency)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+        shutil.rmtree(home, ignore_errors=True)
+        if args.keep:
+            print(f"kept database {name}", flush=True)
+        else:
+            with psycopg.connect(server_url, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+    cores = os.cpu_count() or 1
+    return {
+        "n": n,
+        "alone": alone,
+        "sent": sent,
+        "makespan": makespan,
+        "ratio": makespan / alone,
+        "bound": 1.25 * alone + (cpu + pg) / cores,
+        "in_flight": fake.max_in_flight,
+        "cpu_per_run": cpu / n,
+        "pg_per_run": pg / n,
+        "p50": statistics.median(overheads) if overheads else 0.0,
+        "p99": percentile(overheads, 0.99),
+        "idle_rss": idle_rss,
+        "peak_rss": sampler.peak_rss,
+        "rss_per_run": max(0.0, sampler.peak_rss - idle_rss) / n,
+        "connections": sampler.peak_connections,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", default=DEFAULT_SERVER)
+    parser.add_argument("--n", type=int, nargs="+", default=[10, 100, 500, 1000])
+    parser.add_argument("--items", type=int, default=2)
+    parser.add_argument("--latency", type=float, default=2.0, help="seconds per model call")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--port", type=int, default=18500)
+    parser.add_argument("--keep", action="store_true", help="keep each N's database")
+    parser.add_argument("--profile", metavar="PREFIX", help="py-spy the server to PREFIX.N.txt")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="for the server"
+    )
+    args = parser.parse_args()
+    print(f"$ {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print(
+        f"plans of {args.items} model-worked item(s), each one bash call and an end of turn; "
+        f"model latency {args.latency} s; {os.cpu_count()} cores; server env {args.env or '-'}"
+    )
+    print(
+        "\n| N | alone s | makespan s (sent in) | x alone | bound s | calls in flight | "
+        "CPU/run s (+PG) | step p50 / p99 ms | RSS MB idle / peak (per run) | connections |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
+    with FakeAnthropic([]) as fake:
+        answer = responder(args.latency)
+        for index, n in enumerate(args.n):
+            fake.add(*[answer] * (n + 1) * args.items * 2 * 2)
+            r = measure(args, args.server, fake, n, index)
+            print(
+                f"| {n} | {r['alone']:.2f} | {r['makespan']:.2f} ({r['sent']:.2f}) | "
+                f"{r['ratio']:.2f}x | {r['bound']:.2f} | {r['in_flight']:.0f} | "
+                f"{r['cpu_per_run']:.3f} (+{r['pg_per_run']:.3f}) | "
+                f"{r['p50']:.1f} / {r['p99']:.1f} | {r['idle_rss']:.0f} / {r['peak_rss']:.0f} "
+                f"({r['rss_per_run']:.2f}) | {r['connections']:.0f} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
