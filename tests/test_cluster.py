@@ -54,6 +54,9 @@ async def test_a_local_cluster_shares_the_work_and_stops_together(
     port = free_ports(2)
     env = AgentProcess(role="worker", database_url=database_url, home=home, executor_id="c").env
     del env["A2A_AGENT_EXECUTOR_ID"]  # the cluster names each process
+    # Five processes at once (two APIs, two workers, a deliverer) beside three other test
+    # processes' servers: the smallest pools keep the suite under PostgreSQL's 100 clients.
+    env["A2A_AGENT_DB_POOL_MAX"] = "2"
     log = (home.parent / "cluster.log").open("wb")
     cluster = subprocess.Popen(
         [sys.executable, "-m", "a2a_agent", "cluster", "--api", "2", "--workers", "2",
