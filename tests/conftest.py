@@ -258,7 +258,75 @@ def _tier(item: pytest.Item) -> int:
     return 1 if item.get_closest_marker("served") else 2
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# The longest tests as measured (`--durations`, warm caches, 2 cores), so that each worker
+# starts on its share of them; a test not named here is guessed from its tier. Only the order
+# of the tests depends on these figures.
+LONGEST = {
+    "tests/test_many_runs.py::test_two_hundred": 64.0,
+    "tests/test_chaos.py::test_sigkill_storm": 60.0,
+    "tests/test_wheel.py::": 45.0,
+    "tests/clients/test_adk.py::test_adk_remote_agent": 39.0,
+    "tests/test_delegation_retries.py::test_an_answer_for_a_peer_that_is_down": 32.0,
+    "tests/test_budget.py::test_alert_once_and_ledger_exact_across_a_kill": 28.0,
+    "tests/test_liveness.py::test_alive_follows_the_loop": 25.0,
+    "tests/clients/test_strands.py::test_strands_stream_outlives": 25.0,
+    "tests/clients/test_adk.py::test_adk_stream_outlives": 24.0,
+    "tests/test_crash.py::test_sigterm_drains": 22.0,
+    "tests/test_sources.py::test_kill9_during_a_large_clone": 21.0,
+}
+
+
+def _weight(item: pytest.Item) -> float:
+    """A test's seconds: as measured for the longest, else guessed from its tier (slow tests
+    about 15 s, process and client tests 8, a served test 2, the rest a fraction of one)."""
+    for prefix, seconds in LONGEST.items():
+        if item.nodeid.startswith(prefix):
+            return seconds
+    if item.get_closest_marker("slow"):
+        return 15.0
+    return (8.0, 2.0, 0.3)[_tier(item)]
+
+
+def _chunks(n: int, workers: int) -> list[int]:
+    """The sizes of the first hand-out of `pytest-xdist --dist worksteal`: each idle worker
+    in turn is sent len(pending) // (workers left) tests from the front of the queue."""
+    sizes, left = [], n
+    for i in range(workers):
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    return sizes
+
+
+def _spread(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """Order the tests so that each worker's first hand-out starts with its share of the
+    long ones, longest first. Whole modules go to one worker (their module-scoped servers
+    are made once), the longest to the least loaded; the short tests fill each hand-out to
+    its size, and work stealing (which takes from the end of a queue) evens out the rest."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        # A slow test is a group of its own (each starts its own processes): the two
+        # halves of the kill storm go to two workers.
+        slow = item.get_closest_marker("slow") is not None
+        modules.setdefault(item.nodeid if slow else item.nodeid.split("::")[0], []).append(item)
+    sizes = _chunks(len(items), workers)
+    chunks: list[list[pytest.Item]] = [[] for _ in sizes]
+    load = [0.0] * workers
+    long = [m for m in modules.values() if any(_tier(i) < 2 for i in m)]
+    long.sort(key=lambda m: -sum(map(_weight, m)))
+    rest = [i for m in modules.values() if not any(m is x for x in long) for i in m]
+    for module in long:
+        fits = [w for w in range(workers) if len(chunks[w]) + len(module) <= sizes[w]]
+        w = min(fits or range(workers), key=lambda k: load[k])
+        chunks[w] += module
+        load[w] += sum(map(_weight, module))
+    for w in range(workers):
+        while len(chunks[w]) < sizes[w] and rest:
+            chunks[w].append(rest.pop(0))
+    chunks[-1] += rest
+    return [item for chunk in chunks for item in chunk]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if SERVING & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.served)
@@ -271,3 +339,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         first[module] = min(first.get(module, 2), _tier(item))
     order = {id(item): n for n, item in enumerate(items)}
     items.sort(key=lambda item: (first[item.nodeid.split("::")[0]], order[id(item)]))
+    # Under xdist every worker collects and orders alike; spread the long modules over the
+    # workers' first hand-outs, instead of one worker starting with all of them.
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers > 1:
+        items[:] = _spread(items, workers)
