@@ -65,6 +65,7 @@ def create_app(
                 public_url=settings.server.url,
             ),
             policy_defaults=settings.policy.defaults(),
+            max_active_tasks=settings.intake.max_active_tasks,
             smallest_call=SmallestCall(
                 model=settings.model.name,
                 output_tokens=min(settings.model.min_tokens, settings.model.max_tokens),

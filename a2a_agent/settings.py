@@ -304,6 +304,8 @@ class IntakeSettings:
     )
     # Result files this small travel in their artifact.
     inline_output_bytes: int = setting("A2A_AGENT_INLINE_OUTPUT_BYTES", 64 * 1024, Whole())
+    # Tasks one caller may have that have not ended; a new one past it is refused (0: none).
+    max_active_tasks: int = setting("A2A_AGENT_MAX_ACTIVE_TASKS", 1000, Whole())
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ CREATE INDEX tasks_resumed ON tasks (updated_at) WHERE segment > 0 AND report IS
 CREATE INDEX tasks_parent ON tasks (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX tasks_ended ON tasks (status_at)
     WHERE state IN ('completed', 'failed', 'canceled', 'rejected');
+CREATE INDEX tasks_owner_active ON tasks (owner)
+    WHERE state IN ('submitted', 'working', 'input_required', 'auth_required');
 
 CREATE TABLE items (
     task_id          text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,

@@ -80,6 +80,8 @@ class TaskStore(Protocol):
         self, task_id: str, owner: str, kind: str, name: str
     ) -> StoredFile | None: ...
     async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]: ...
+    async def active_tasks(self, owner: str) -> int: ...
+    async def queued_ahead(self, task_id: str) -> int | None: ...
 
 
 def task_row(row: dict[str, Any]) -> TaskRow:
@@ -318,6 +320,20 @@ class PostgresTaskStore:
         self._written(task_id)
         assert row is not None
         return task_row(row)
+
+    async def active_tasks(self, owner: str) -> int:
+        """The caller's tasks that have not ended."""
+        async with self._read() as conn:
+            cur = await conn.execute(q("active_tasks_of_owner"), {"owner": owner}, prepare=True)
+            row = await cur.fetchone()
+        return int(row["active"]) if row else 0
+
+    async def queued_ahead(self, task_id: str) -> int | None:
+        """How many runs wait in the queue ahead of the task's; None once a worker took it."""
+        async with self._read() as conn:
+            cur = await conn.execute(q("queued_ahead"), {"task_id": task_id}, prepare=True)
+            row = await cur.fetchone()
+        return int(row["ahead"]) if row else None
 
     async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]:
         async with self._read() as conn:

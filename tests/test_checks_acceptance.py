@@ -13,6 +13,8 @@ import psycopg
 import pytest
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState
 from google.protobuf.json_format import MessageToDict
+from psycopg import sql
+from psycopg.rows import dict_row
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
@@ -171,36 +173,36 @@ async def test_a_run_begun_before_plan_prechecks_existed_replays_without_one(
         task = await send(client, plan_with([item("a", run, "test -f a.txt")], verify="cat a.txt"))
     wait_for_line(ledger, f"{task.id}:a:1:run")
     server.kill()
-    # Make its history the one the code before this step recorded: no patch marker, no step,
-    # no effect, and every later step one position earlier (DBOS replays by position).
-    with psycopg.connect(database_url) as conn:
-        steps: dict[str, int] = dict(
-            conn.execute(
-                "SELECT function_name, function_id FROM dbos.operation_outputs "
-                "WHERE workflow_uuid = %s",
-                (task.id,),
-            ).fetchall()
-        )
-        markers = [steps["DBOS.patch-plan-precheck"], steps["DBOS.patch-lean-steps"]]
-        (step,) = [fid for name, fid in steps.items() if name.endswith("precheck_task")]
-        snapshot = min(fid for name, fid in steps.items() if name.endswith("snapshot"))
-        assert max(markers) < snapshot < step  # the step runs once the plan is there
-        gone = [*markers, step]  # the old code had neither marker (both came later) nor step
-        conn.execute(
-            "DELETE FROM dbos.operation_outputs WHERE workflow_uuid = %s AND function_id = ANY(%s)",
-            (task.id, gone),
-        )
-        conn.execute(  # negated first: the primary key holds at every row
-            "UPDATE dbos.operation_outputs SET function_id = -(function_id - "
-            "(SELECT count(*) FROM unnest(%s::int[]) g WHERE g < function_id)) "
-            "WHERE workflow_uuid = %s AND function_id > %s",
-            (gone, task.id, min(gone)),
-        )
-        conn.execute(
-            "UPDATE dbos.operation_outputs SET function_id = -function_id "
-            "WHERE workflow_uuid = %s AND function_id < 0",
+    # Make its history the one the code before this step recorded: the markers of the three
+    # patches before it (not the one marker runs record now), no step, no effect, and every
+    # later step in its place after them (DBOS replays by position).
+    with psycopg.connect(database_url, row_factory=dict_row) as conn:
+        history = conn.execute(
+            "SELECT * FROM dbos.operation_outputs WHERE workflow_uuid = %s ORDER BY function_id",
             (task.id,),
-        )
+        ).fetchall()
+        names = [h["function_name"] for h in history]
+        assert names[0] == "DBOS.patch-all-five"
+        (step,) = [n for n, name in enumerate(names) if name.endswith("precheck_task")]
+        assert names.index("PlanRunner.snapshot") < step  # the step runs once the plan is there
+        old = [
+            {**history[0], "function_name": f"DBOS.patch-{name}"}
+            for name in ("checks-that-fail", "regressions", "publish")
+        ]
+        old += [h for n, h in enumerate(history) if n not in (0, step)]
+        conn.execute("DELETE FROM dbos.operation_outputs WHERE workflow_uuid = %s", (task.id,))
+        columns = list(history[0])
+        with conn.cursor() as cur:
+            cur.executemany(
+                sql.SQL("INSERT INTO dbos.operation_outputs ({}) VALUES ({})").format(
+                    sql.SQL(", ").join(map(sql.Identifier, columns)),
+                    sql.SQL(", ").join(sql.Placeholder() * len(columns)),
+                ),
+                [
+                    [*({**h, "function_id": n + 1}.get(c) for c in columns)]
+                    for n, h in enumerate(old)
+                ],
+            )
         key = f"{task.id}:plan:0:acceptance.precheck"
         conn.execute("DELETE FROM effects WHERE key = %s", (key,))
         conn.execute("DELETE FROM budget_charges WHERE key = %s", (key,))

@@ -1,4 +1,5 @@
-"""GetTask over JSON-RPC without the SDK's per-request dispatch, for the plain case.
+"""GetTask over JSON-RPC and HTTP+JSON without the SDK's per-request dispatch, for the plain
+case.
 
 Polling GetTask is the call an orchestrator makes most. For a well-formed `GetTask` (A2A
 version 1.0, params `id` and optionally `historyLength`) of a task the caller owns, this
@@ -13,7 +14,9 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from typing import Any
+from urllib.parse import parse_qs
 
+from a2a.utils.constants import A2A_JSON_MEDIA_TYPE
 from google.protobuf.json_format import MessageToDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -25,6 +28,8 @@ MAX_BODY = 4096  # a GetTask is a few hundred bytes; anything larger goes the lo
 MAX_CACHED = 10_000
 GET_TASK_KEYS = frozenset({"id", "historyLength"})
 VERSION = b"1.0"
+REST_PREFIX = "/tasks/"
+A2A_JSON = A2A_JSON_MEDIA_TYPE.encode()
 
 
 def _json(value: Any) -> bytes:
@@ -42,7 +47,18 @@ class FastGetTask:
         self._bodies: OrderedDict[tuple[str, int | None], tuple[TaskRow, bytes]] = OrderedDict()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "GET" and scope["path"].startswith(REST_PREFIX):
+            # The HTTP+JSON binding's GetTask: the same row, the same kept bytes.
+            answer = await self._rest_answer(scope)
+            if answer is None:
+                await self.app(scope, receive, send)
+            else:
+                await _respond(send, answer, A2A_JSON)
+            return
+        if scope["method"] != "POST" or scope["path"] != self.path:
             await self.app(scope, receive, send)
             return
         body, whole, extra = await _read(receive)
@@ -50,17 +66,39 @@ class FastGetTask:
         if answer is None:
             await self.app(scope, _replay(body, whole, extra, receive), send)
             return
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-length", str(len(answer)).encode()),
-                    (b"content-type", b"application/json"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": answer})
+        await _respond(send, answer, b"application/json")
+
+    async def _rest_answer(self, scope: Scope) -> bytes | None:
+        """`GET /tasks/{id}[?historyLength=N]` at version 1.0, as the SDK's REST route
+        answers it; anything else (a tenant, another parameter, 0.3) goes the long way."""
+        task_id = scope["path"][len(REST_PREFIX) :]
+        if not task_id or "/" in task_id or ":" in task_id:
+            return None
+        if _header(scope, b"a2a-version") != VERSION:
+            return None
+        history: int | None = None
+        query = scope.get("query_string", b"")
+        if query:
+            params = parse_qs(query.decode("latin-1"), keep_blank_values=True)
+            values = params.get("historyLength")
+            if set(params) != {"historyLength"} or values is None or len(values) != 1:
+                return None
+            if not values[0].isdigit():
+                return None
+            history = int(values[0])
+        return await self._task_bytes(scope, task_id, history)
+
+    async def _task_bytes(self, scope: Scope, task_id: str, history: int | None) -> bytes | None:
+        owner = _reader(scope)
+        if owner is None:
+            return None  # the SDK's route refuses it, saying why
+        try:
+            row = await self.handler.store.get_task(task_id, owner)
+        except StoreError:
+            return None  # the SDK's route says what went wrong
+        if row is None or row.state == "submitted":
+            return None  # a task not yet taken says where it waits (the handler's GetTask)
+        return self._task_json(row, history)
 
     async def _answer(self, scope: Scope, body: bytes) -> bytes | None:
         if b"GetTask" not in body or _header(scope, b"a2a-version") != VERSION:
@@ -90,22 +128,10 @@ class FastGetTask:
             isinstance(history, bool) or not isinstance(history, int) or history < 0
         ):
             return None
-        owner = _reader(scope)
-        if owner is None:
-            return None  # the SDK's route refuses it, saying why
-        try:
-            row = await self.handler.store.get_task(task_id, owner)
-        except StoreError:
-            return None  # the SDK's route says what went wrong
-        if row is None:
+        task = await self._task_bytes(scope, task_id, history)
+        if task is None:
             return None
-        return (
-            b'{"result":'
-            + self._task_json(row, history)
-            + b',"id":'
-            + _json(request_id)
-            + b',"jsonrpc":"2.0"}'
-        )
+        return b'{"result":' + task + b',"id":' + _json(request_id) + b',"jsonrpc":"2.0"}'
 
     def _task_json(self, row: TaskRow, history: int | None) -> bytes:
         key = (row.task_id, history)
@@ -119,6 +145,20 @@ class FastGetTask:
         if len(self._bodies) > MAX_CACHED:
             self._bodies.popitem(last=False)
         return data
+
+
+async def _respond(send: Send, body: bytes, media_type: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-length", str(len(body)).encode()),
+                (b"content-type", media_type),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _reader(scope: Scope) -> str | None:

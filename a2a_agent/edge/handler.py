@@ -145,7 +145,23 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         history = params.history_length if params.HasField("history_length") else None
         if history is not None and history < 0:
             raise InvalidParamsError("historyLength must be 0 or more")
-        return self.task_of(await self._load(params.id, scopes.owner(context, "read")), history)
+        row = await self._load(params.id, scopes.owner(context, "read"))
+        if row.state == "submitted":
+            row = await self._queued(row)
+        return self.task_of(row, history)
+
+    async def _queued(self, row: TaskRow) -> TaskRow:
+        """A task no worker has taken yet says where it waits: behind how many runs."""
+        try:
+            ahead = await self.store.queued_ahead(row.task_id)
+        except StoreUnavailable:
+            return row
+        if ahead is None:
+            return row
+        where = f"behind {ahead} other task{'s' if ahead != 1 else ''}" if ahead else "next"
+        return dataclasses.replace(
+            row, status_text=f"queued {where}: it starts when a worker takes it"
+        )
 
     def task_of(self, row: TaskRow, history: int | None) -> Task:
         """The Task for `row`, converted once per row object: the store's read cache hands out
@@ -232,6 +248,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
                 # A person acting for the owner (the dashboard) is recorded as who decided.
                 by = str(context.state.get("decided_by") or caller)
                 return await self._follow_up(caller, message, by)
+            await self._within_active_limit(caller, message.message_id)
             task_id = str(uuid.uuid4())
             context_id = message.context_id or str(uuid.uuid4())
             message.task_id, message.context_id = task_id, context_id
@@ -270,6 +287,21 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         if row.state == "submitted":
             await self.engine.start(row.task_id)
         return row, None
+
+    async def _within_active_limit(self, caller: str, message_id: str) -> None:
+        """A caller past its limit of tasks that have not ended is told so, and nothing is
+        stored; a retry of a message that made its task before is answered as before."""
+        limit = self.intake.max_active_tasks
+        if not limit:
+            return
+        active = await self.store.active_tasks(caller)
+        if active < limit or await self.store.message_claim(caller, message_id) is not None:
+            return
+        raise InvalidRequestError(
+            f"this caller has {active} tasks that have not ended, and the service takes at "
+            f"most {limit} at once from one caller (A2A_AGENT_MAX_ACTIVE_TASKS): wait for one "
+            "to end, or cancel one, then send this message again; nothing was stored"
+        )
 
     async def _register_on_retry(
         self, task_id: str, owner: str, inline: TaskPushNotificationConfig, protocol: str

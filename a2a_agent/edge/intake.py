@@ -119,6 +119,7 @@ class Intake:
     # The server's policy for tasks that do not say (a continuation keeps its earlier task's).
     policy_defaults: Mapping[str, Any] = field(default_factory=dict)
     sources: SourceIntake = field(default_factory=SourceIntake)
+    max_active_tasks: int = 0  # per caller; 0: no limit
 
     def check_message(self, request: SendMessageRequest) -> None:
         message = request.message

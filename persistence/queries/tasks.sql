@@ -54,3 +54,19 @@ SELECT f.media_type, f.filename, f.body, f.size, f.sha256
 FROM task_files f JOIN tasks t ON t.id = f.task_id
 WHERE f.task_id = %(task_id)s AND t.owner = %(owner)s AND f.kind = %(kind)s
   AND f.name = %(name)s
+
+-- name: active_tasks_of_owner
+-- Tasks of one caller that have not ended (index tasks_owner_active).
+SELECT count(*) AS active
+FROM tasks
+WHERE owner = %(owner)s AND state IN ('submitted', 'working', 'input_required', 'auth_required')
+
+-- name: queued_ahead
+-- How many runs wait in the run queue ahead of this task's first segment; no row when that
+-- segment is no longer waiting (a worker took it).
+SELECT (SELECT count(*)
+        FROM dbos.workflow_status w
+        WHERE w.queue_name = mine.queue_name AND w.status = 'ENQUEUED'
+          AND w.created_at < mine.created_at) AS ahead
+FROM dbos.workflow_status mine
+WHERE mine.workflow_uuid = %(task_id)s AND mine.status = 'ENQUEUED'
