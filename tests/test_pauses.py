@@ -549,8 +549,10 @@ async def test_a_budget_stopped_task_continues_as_a_new_task_from_its_checkpoint
     ]
     stopped_message = plan_with(items)
     value = Value()
-    # Counted from the task's creation: room for `a` on a loaded machine, not for `b`.
-    value.struct_value.update({"budget": {"maxWallS": 4}})
+    # Counted from the task's creation: room for `a` on a loaded machine, not for `b`
+    # (which sleeps 6 s after `a` is done, so any limit up to 6 s stops it; 4 s left `a`
+    # too little under the whole suite with six test processes).
+    value.struct_value.update({"budget": {"maxWallS": 6}})
     stopped_message.parts.append(Part(data=value, media_type="application/json"))
     async with a2a_client(server.url) as client:
         stopped = await wait_for(client, (await send(client, stopped_message)).id, timeout=30)
