@@ -233,6 +233,16 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))] if ordered else 0.0
 
 
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the server's process group; SIGKILL if it is still there after a minute."""
+    for sig, grace in ((signal.SIGTERM, 60.0), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+            return
+
+
 def measure(
     args: argparse.Namespace, server_url: str, fake: FakeAnthropic, n: int, index: int
 ) -> dict[str, float]:
@@ -300,12 +310,7 @@ def measure(
         pg = postgres_cpu_s() - pg0
         overheads = step_overheads(database, ids, args.latency)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop(proc)
         log.close()
         shutil.rmtree(home, ignore_errors=True)
         if args.keep:

@@ -240,6 +240,16 @@ def start_peer(
     yield from peer_starter(make_database, template_db, tmp_path)
 
 
+@pytest.fixture(scope="module")
+def module_place(
+    make_database: Callable[[str | None], str],
+    template_db: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, Path]:
+    """A database and a home for a server the tests of one module share."""
+    return make_database(template_db), tmp_path_factory.mktemp("home")
+
+
 @pytest.fixture
 def peer(start_peer: StartPeer) -> AgentProcess:
     return webhook_peer(start_peer)

@@ -6,14 +6,15 @@ task once one ended all go through."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
 
-from tests.support.processes import AgentProcess
+from tests.support.processes import AgentProcess, serving
 
 pytestmark = pytest.mark.served
 V10 = {"A2A-Version": "1.0"}
@@ -21,22 +22,12 @@ LIMIT = 3
 
 
 @pytest.fixture(scope="module")
-def server(
-    make_database: Callable[[str | None], str],
-    template_db: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[AgentProcess]:
+def server(module_place: tuple[str, Path]) -> Iterator[AgentProcess]:
     # An API without a worker: what it takes waits in the queue until a worker comes.
-    process = AgentProcess(
-        role="serve",
-        database_url=make_database(template_db),
-        home=tmp_path_factory.mktemp("home"),
-        executor_id="queued",
-        extra_args=("--no-worker",),
-        env={"A2A_AGENT_MAX_ACTIVE_TASKS": str(LIMIT)},
-    ).start()
-    yield process
-    process.kill()
+    database_url, home = module_place
+    limit = {"A2A_AGENT_MAX_ACTIVE_TASKS": str(LIMIT)}
+    with serving(database_url, home, "queued", "--no-worker", **limit) as process:
+        yield process
 
 
 def message(message_id: str | None = None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -154,6 +154,26 @@ class AgentProcess:
                 self.kill()
                 raise
         return int(self.proc.returncode)
+
+
+@contextlib.contextmanager
+def serving(
+    database_url: str, home: Path, executor_id: str, *args: str, **env: str
+) -> Iterator[AgentProcess]:
+    """A `serve` process for a module's tests to share (`--no-worker` and the like in
+    `args`, settings in `env`), killed when they are done."""
+    process = AgentProcess(
+        role="serve",
+        database_url=database_url,
+        home=home,
+        executor_id=executor_id,
+        extra_args=args,
+        env=env,
+    ).start()
+    try:
+        yield process
+    finally:
+        process.kill()
 
 
 class StartAgent(Protocol):

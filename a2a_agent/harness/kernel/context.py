@@ -134,16 +134,18 @@ class StepContext:
         environment, its process group noted so a worker that dies leaves nothing running
         (commands run side by side note theirs in their own `lane`)."""
         ws = self.workspace(task_id)
-        return await run_command(
-            command,
-            cwd=cwd or ws.root,
-            env=self.command_env(task_id, item_id, attempt, key, ws.root),
-            timeout_s=timeout_s,
-            tail_bytes=tail_bytes or self.config.output_tail_bytes,
-            sandbox=self.config.sandbox,
-            pid_file=ws.lane_pid_file(lane),
-            slots=self.config.command_slots,
-        )
+        # One of the worker's command slots, held while it runs (its timeout counts from
+        # its start, not from the wait).
+        async with self.config.command_slots.hold():
+            return await run_command(
+                command,
+                cwd=cwd or ws.root,
+                env=self.command_env(task_id, item_id, attempt, key, ws.root),
+                timeout_s=timeout_s,
+                tail_bytes=tail_bytes or self.config.output_tail_bytes,
+                sandbox=self.config.sandbox,
+                pid_file=ws.lane_pid_file(lane),
+            )
 
     def command_env(
         self, task_id: str, item_id: str, attempt: int, key: str, root: Path

@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -220,16 +221,16 @@ class WorkspaceTools:
             timeout = args.get("timeout_s", 120)
             if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
                 raise ToolInputError("timeout_s must be a positive number")
-            result = await run_command(
-                command,
-                cwd=self.root,
-                env=self.env,
-                timeout_s=min(float(timeout), self.max_timeout_s),
-                tail_bytes=self.output_bytes,
-                sandbox=self.sandbox,
-                pid_file=self.pid_file,
-                slots=self.slots,
-            )
+            async with self.slots.hold() if self.slots is not None else nullcontext():
+                result = await run_command(
+                    command,
+                    cwd=self.root,
+                    env=self.env,
+                    timeout_s=min(float(timeout), self.max_timeout_s),
+                    tail_bytes=self.output_bytes,
+                    sandbox=self.sandbox,
+                    pid_file=self.pid_file,
+                )
             return ToolOutcome(
                 f"exit code {result.exit_code}\n{result.output_tail}", is_error=not result.passed
             )

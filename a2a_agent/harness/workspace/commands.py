@@ -15,7 +15,6 @@ from typing import Any
 
 from a2a_agent.harness.workspace.files import overwrite
 from a2a_agent.harness.workspace.sandbox import Sandbox, cannot_run
-from a2a_agent.slots import Slots
 
 
 @dataclass(frozen=True)
@@ -87,39 +86,15 @@ async def run_command(
     tail_bytes: int,
     sandbox: Sandbox,
     pid_file: Path | None = None,
-    slots: Slots | None = None,
 ) -> CommandResult:
-    """Run `command` with bash in `cwd`, in the sandbox for `cwd`, once one of the worker's
-    command `slots` is free (its timeout counts from its start, not from the wait). Exit code
-    124 with timed_out=True means it was killed. Exit code 127 or 126 with `cannot_run` set
-    means the shell said its program was not found or not executable (`sandbox.cannot_run` says
-    why, and the same words end the output tail); without it, the program itself exited so.
+    """Run `command` with bash in `cwd`, in the sandbox for `cwd`. Exit code 124 with
+    timed_out=True means it was killed. Exit code 127 or 126 with `cannot_run` set means the
+    shell said its program was not found or not executable (`sandbox.cannot_run` says why, and
+    the same words end the output tail); without it, the program itself exited so.
 
     The command gets its own process group so a timeout or a cancellation kills everything it
     started, not just the shell (and in the sandbox, killing it ends its PID namespace).
     """
-    if slots is None:
-        return await _run_command(
-            command, cwd=cwd, env=env, timeout_s=timeout_s, tail_bytes=tail_bytes,
-            sandbox=sandbox, pid_file=pid_file,
-        )  # fmt: skip
-    async with slots.hold():
-        return await _run_command(
-            command, cwd=cwd, env=env, timeout_s=timeout_s, tail_bytes=tail_bytes,
-            sandbox=sandbox, pid_file=pid_file,
-        )  # fmt: skip
-
-
-async def _run_command(
-    command: str,
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    timeout_s: float,
-    tail_bytes: int,
-    sandbox: Sandbox,
-    pid_file: Path | None,
-) -> CommandResult:
     started = time.monotonic()
     if pid_file is not None:
         kill_leftovers(pid_file)
