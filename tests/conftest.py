@@ -23,11 +23,19 @@ from psycopg.conninfo import make_conninfo
 from a2a_agent.database import embedded_server_uri, sqlalchemy_url
 from persistence.db import Pool, create_pool
 from persistence.migrate import migrate
+from tests.support.db import close_all
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.here import ServerHere, here_is_taken
 from tests.support.peers import StartPeer, peer_starter, webhook_peer
 from tests.support.processes import LOGS, SUITE_ENV, AgentProcess, StartAgent, agent_env
 from tests.support.secrets import KNOWN_SECRETS
+
+
+@pytest.fixture(autouse=True)
+def tests_own_connections() -> Iterator[None]:
+    """The connections the test's polls kept open (tests/support/db.py), closed at its end."""
+    yield
+    close_all()
 
 
 @pytest.fixture(scope="session", autouse=True)

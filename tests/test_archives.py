@@ -22,8 +22,9 @@ from a2a_agent.errors import PlanError
 from a2a_agent.harness.workspace.files import fresh_directory_within, overwrite_within
 from a2a_agent.harness.workspace.unpack import Limits, extract, scan
 from tests.support.a2a import a2a_client, item, send, wait_for
+from tests.support.db import rows
 from tests.support.processes import StartAgent
-from tests.test_pauses import plan_with, rows, send_waiting, text_to
+from tests.test_pauses import plan_with, send_waiting, text_to
 from tests.test_sources import data_message, tar_part
 
 LIMITS = Limits(max_files=100, max_bytes=1 << 20)

@@ -22,6 +22,7 @@ import pytest
 from a2a.types.a2a_pb2 import TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
+from tests.support.db import rows
 from tests.support.processes import AgentProcess, StartAgent
 from tests.test_restart import assert_transitions_sound
 
@@ -44,17 +45,12 @@ def chaos_plan(ledger: Path, n_items: int, rng: random.Random) -> list[dict[str,
 
 def recovering(database_url: str) -> int:
     """Steps re-running after a crash that have not finished yet."""
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM effects WHERE status = 'started' AND runs >= 2"
-        ).fetchone()
-    return int(row[0]) if row else 0
+    sql = "SELECT count(*) FROM effects WHERE status = 'started' AND runs >= 2"
+    return int(rows(database_url, sql)[0][0])
 
 
 def completed_effects(database_url: str) -> int:
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute("SELECT count(*) FROM effects WHERE status = 'completed'").fetchone()
-    return int(row[0]) if row else 0
+    return int(rows(database_url, "SELECT count(*) FROM effects WHERE status = 'completed'")[0][0])
 
 
 def diagnose(database_url: str, task_id: str, seed: int) -> str:

@@ -17,10 +17,11 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent
 from tests.support.waiting import wait_for_line
-from tests.test_pauses import plan_with, rows
+from tests.test_pauses import plan_with
 from tests.test_regressions import assert_counts_agree
 from tests.test_restart import assert_transitions_sound
 

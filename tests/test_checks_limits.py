@@ -14,9 +14,10 @@ from a2a.types.a2a_pb2 import TaskState
 from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import a2a_client, item, report_of, send, wait_for
+from tests.support.db import rows
 from tests.support.processes import StartAgent
 from tests.test_budget import budget_message
-from tests.test_pauses import plan_with, rows
+from tests.test_pauses import plan_with
 from tests.test_regressions import (
     assert_counts_agree,
     breaking_plan,

@@ -13,10 +13,11 @@ from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent
 from tests.test_checks_acceptance import acceptance_of, effect_keys
-from tests.test_pauses import approval, plan_with, request_of, rows, send_waiting
+from tests.test_pauses import approval, plan_with, request_of, send_waiting
 from tests.test_prechecks import prechecks
 from tests.test_regressions import assert_counts_agree, breaking_plan
 from tests.test_restart import assert_transitions_sound

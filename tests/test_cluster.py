@@ -15,8 +15,8 @@ import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
+from tests.support.db import rows
 from tests.support.processes import REPO, AgentProcess
-from tests.test_pauses import rows
 
 pytestmark = pytest.mark.processes  # a whole local fleet of processes
 

@@ -17,9 +17,10 @@ import pytest
 from playwright.async_api import Browser
 
 from tests.support.a2a import a2a_client, item, send, wait_for
+from tests.support.db import rows
 from tests.support.processes import REPO, StartAgent
 from tests.test_auth import make_key
-from tests.test_pauses import plan_with, rows
+from tests.test_pauses import plan_with
 from tests.test_ui_support import chromium, log_in
 
 SCREENSHOT = REPO / "docs" / "dashboard.png"

@@ -22,12 +22,13 @@ from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, Part, Task, Tas
 from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.peers import StartPeer
 from tests.support.processes import AgentProcess, StartAgent
 from tests.test_auth import make_key
 from tests.test_cli import cli
-from tests.test_pauses import data_message, request_of, rows, text_to
+from tests.test_pauses import data_message, request_of, text_to
 
 COMPLETED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED
 CANCELED = TaskState.TASK_STATE_CANCELED

@@ -11,6 +11,7 @@ from a2a.types.a2a_pb2 import GetTaskRequest, ListTasksRequest
 from a2a.utils.errors import InvalidRequestError
 
 from tests.support.a2a import a2a_client, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env
 from tests.support.processes import AgentProcess, StartAgent
 from tests.test_auth import KEYED, make_key, rpc
@@ -23,7 +24,7 @@ from tests.test_delegation import (
     peer_env,
     survey_routes,
 )
-from tests.test_pauses import data_message, rows
+from tests.test_pauses import data_message
 
 
 async def test_a_child_is_its_parents_principals_and_a_peer_is_called_with_its_key(

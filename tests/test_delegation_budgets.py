@@ -15,6 +15,7 @@ import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest
 
 from tests.support.a2a import a2a_client, plan_of, report_of, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent
 from tests.test_delegation import (
@@ -28,7 +29,7 @@ from tests.test_delegation import (
     delegations_of,
     sliced_parent,
 )
-from tests.test_pauses import data_message, rows
+from tests.test_pauses import data_message
 
 
 def ledger(database_url: str, task_id: str, kinds: str, before: datetime | None = None) -> Any:

@@ -13,6 +13,7 @@ import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, TaskState
 
 from tests.support.a2a import a2a_client, item, send, wait_for
+from tests.support.db import rows
 from tests.support.processes import AgentProcess, StartAgent
 from tests.test_auth import make_key
 from tests.test_delegation import (
@@ -26,7 +27,7 @@ from tests.test_delegation import (
     peer_tasks,
     until,
 )
-from tests.test_pauses import data_message, request_of, rows, text_to
+from tests.test_pauses import data_message, request_of, text_to
 
 WORKING = TaskState.TASK_STATE_WORKING
 ASKING = {

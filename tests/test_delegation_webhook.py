@@ -15,6 +15,7 @@ from a2a_agent.delivery.deliverer import TOKEN_HEADER
 from a2a_agent.delivery.signing import SIGNATURE_HEADER, Signer
 from persistence.secrets import SecretBox
 from tests.support.a2a import a2a_client, send, wait_for
+from tests.support.db import rows
 from tests.support.processes import AgentProcess, StartAgent
 from tests.support.waiting import wait_for_row
 from tests.test_delegation import (
@@ -23,7 +24,7 @@ from tests.test_delegation import (
     peer_env,
     peer_key,
 )
-from tests.test_pauses import data_message, rows
+from tests.test_pauses import data_message
 
 
 class Keys:

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from tests.support.a2a import a2a_client, item, plan_message, send
+from tests.support.db import rows
 from tests.support.fake_anthropic import JSON, FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent
 
@@ -51,11 +52,8 @@ async def send_all(url: str, messages: list[Any]) -> list[str]:
 
 
 def states(database_url: str, ids: list[str]) -> Counter[str]:
-    with psycopg.connect(database_url) as conn:
-        rows = conn.execute(
-            "SELECT state, count(*) FROM tasks WHERE id = ANY(%s) GROUP BY state", (ids,)
-        ).fetchall()
-    return Counter({str(state): int(n) for state, n in rows})
+    sql = "SELECT state, count(*) FROM tasks WHERE id = ANY(%s) GROUP BY state"
+    return Counter({str(state): int(n) for state, n in rows(database_url, sql, ids)})
 
 
 def most_at_once(database_url: str, ids: list[str]) -> int:
@@ -132,13 +130,11 @@ async def test_long_commands_do_not_hold_the_other_runs_model_turns(
     sleepers = await send_all(server.url, [plan_message(sleeper, f"long {n}") for n in range(4)])
 
     def sleeping() -> int:
-        with psycopg.connect(database_url) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM effects WHERE step = 'run' AND status = 'started'"
-                " AND task_id = ANY(%s)",
-                (sleepers,),
-            ).fetchone()
-        return int(row[0]) if row else 0
+        sql = (
+            "SELECT count(*) FROM effects WHERE step = 'run' AND status = 'started'"
+            " AND task_id = ANY(%s)"
+        )
+        return int(rows(database_url, sql, sleepers)[0][0])
 
     deadline = time.monotonic() + 60
     while sleeping() < 4:

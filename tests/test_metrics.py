@@ -12,11 +12,12 @@ import psycopg
 from a2a.types.a2a_pb2 import TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent
 from tests.support.receiver import receiver
 from tests.test_observe import samples
-from tests.test_pauses import approval, plan_with, request_of, rows
+from tests.test_pauses import approval, plan_with, request_of
 from tests.test_prechecks import text_message
 from tests.test_push import ALLOW, send_with_push
 from tests.test_sources import data_message

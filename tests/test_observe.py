@@ -20,12 +20,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_agent.observe import tracing
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.otlp import otlp_collector
 from tests.support.processes import StartAgent
 from tests.support.secrets import secret
 from tests.test_auth import make_key
-from tests.test_pauses import plan_with, rows
+from tests.test_pauses import plan_with
 from tests.test_prechecks import text_message
 
 COMPLETED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 from a2a.client.client import Client
 from a2a.helpers.proto_helpers import get_data_parts
@@ -23,6 +22,7 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf.struct_pb2 import Value
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent
 
@@ -78,11 +78,6 @@ def request_of(task: Task) -> dict[str, Any]:
         if "approvalRequest" in data:
             return dict(data["approvalRequest"])
     raise AssertionError(f"task {task.id} carries no approval request: {task.status.message}")
-
-
-def rows(url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(url) as conn:
-        return conn.execute(sql, args).fetchall()
 
 
 def ledger_runs(ledger: Path) -> Counter[str]:

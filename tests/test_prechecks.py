@@ -12,9 +12,10 @@ from a2a.types.a2a_pb2 import Message, Part, Role, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent
-from tests.test_pauses import approval, plan_with, request_of, rows, send_waiting
+from tests.test_pauses import approval, plan_with, request_of, send_waiting
 from tests.test_regressions import assert_counts_agree
 
 COMPLETED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED

@@ -15,9 +15,9 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
+from tests.support.db import rows
 from tests.support.processes import StartAgent
 from tests.test_auth import KEYED, make_key
-from tests.test_pauses import rows
 from tests.test_sources import artifact, data_message, file_bytes, tar_of, tar_part
 
 CANCELED, FAILED = TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED

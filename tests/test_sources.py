@@ -28,12 +28,13 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
 from tests.support.a2a import a2a_client, item, report_of, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.git_http import git_http_server
 from tests.support.processes import StartAgent
 from tests.support.secrets import secret
 from tests.test_auth import make_key
-from tests.test_pauses import approval, request_of, rows
+from tests.test_pauses import approval, request_of
 
 COMPLETED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED
 WAITING: set[int] = {TaskState.TASK_STATE_INPUT_REQUIRED}

@@ -20,12 +20,12 @@ from google.protobuf.json_format import MessageToDict
 from playwright.async_api import Browser, Page
 
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
+from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import AgentProcess, StartAgent
 from tests.support.receiver import receiver
 from tests.support.secrets import secret
 from tests.test_auth import make_key
-from tests.test_pauses import rows
 from tests.test_ui_support import chromium, log_in
 
 WAITING: set[int] = {TaskState.TASK_STATE_INPUT_REQUIRED}

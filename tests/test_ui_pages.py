@@ -14,11 +14,12 @@ import pytest
 from a2a.types.a2a_pb2 import Message, TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
+from tests.support.db import rows
 from tests.support.processes import StartAgent
 from tests.support.waiting import wait_for_line
 from tests.test_auth import make_key
 from tests.test_crash import wait_effect_started
-from tests.test_pauses import approval, data_message, rows
+from tests.test_pauses import approval, data_message
 from tests.test_restart import ledger_items
 from tests.test_ui_support import Node, operator_session, page
 
