@@ -33,6 +33,7 @@ from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
+from a2a.server.routes.rest_routes import create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
@@ -147,6 +148,7 @@ def create_app(store_kind: str, database_url: str | None, url: str, *, complete:
         Route("/readyz", readyz, methods=["GET"]),
         *create_agent_card_routes(card),
         *create_jsonrpc_routes(handler, "/"),
+        *create_rest_routes(handler),  # the HTTP+JSON binding, as ours serves both
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

@@ -1,7 +1,8 @@
 """Throughput of our server against the a2a-sdk 1.3 reference server, side by side, with wrk.
 
 Each server is pinned to one core (`taskset -c 0`; ours forks its serving child there too), wrk
-to the other (`taskset -c 1`). Measured on each: GetTask of an existing task, and SendMessage
+to the other (`taskset -c 1`). Measured on each: GetTask of an existing task (JSON-RPC, and
+`GET /tasks/{id}` of the HTTP+JSON binding), and SendMessage
 with returnImmediately creating a new task per request (a unique messageId each). Ours runs on
 a fresh PostgreSQL database made and dropped here; the reference with its InMemoryTaskStore and
 with its SQLAlchemy DatabaseTaskStore (asyncpg from --extra-site if there, else psycopg) on
@@ -60,17 +61,18 @@ local pre, post = [==[%PRE%]==], [==[%POST%]==]
 local threads, counter = {}, 0
 bad = 0
 function setup(thread) table.insert(threads, thread); thread:set("tid", #threads) end
-wrk.method = "POST"
+wrk.method = "%METHOD%"
 wrk.headers["A2A-Version"], wrk.headers["Content-Type"] = "1.0", "application/json"
 if "%AUTH%" ~= "" then wrk.headers["Authorization"] = "Bearer %AUTH%" end
 function request()
   counter = counter + 1
   local body = pre
   if post ~= "" then body = pre .. "%RUN%-" .. tid .. "-" .. counter .. post end
+  if wrk.method == "GET" then return wrk.format(nil, "%PATH%", nil, nil) end
   return wrk.format(nil, nil, nil, body)
 end
 function response(status, headers, body)
-  if status ~= 200 or not string.find(body, '"result"', 1, true) then bad = bad + 1 end
+  if status ~= 200 or not string.find(body, '%EXPECT%', 1, true) then bad = bad + 1 end
 end
 function done(summary, latency, requests)
   local b, e = 0, summary.errors
@@ -249,12 +251,15 @@ class Bench:
             return bool(r.status == 200)
         return False
 
-    def wrk(self, target: Target, operation: str, body: str) -> None:
-        """Load `body` (its "@@" becomes a unique id per request) and record the result."""
+    def wrk(self, target: Target, operation: str, body: str, *, get: str = "") -> None:
+        """Load `body` (its "@@" becomes a unique id per request), or GET the path `get`
+        (the HTTP+JSON binding's reads), and record the result."""
         pre, _, post = body.partition("@@")
         name = re.sub(r"\W+", "_", f"{target.label}-{operation}")
         lua = self.tmp / f"{name}.lua"
         script = LUA.replace("%PRE%", pre).replace("%POST%", post)
+        script = script.replace("%METHOD%", "GET" if get else "POST").replace("%PATH%", get)
+        script = script.replace("%EXPECT%", '"id"' if get else '"result"')
         script = script.replace("%AUTH%", KEYS.get(target.port, ""))
         lua.write_text(script.replace("%RUN%", f"{self.run_id}-{len(self.results)}"))
         a = self.args
@@ -303,7 +308,9 @@ class Bench:
                 env["PYTHONPATH"] = str(site)
         label = f"reference ({store}{', httptools' if http == 'httptools' else ''})"
         with self.server(label, argv, env, database) as target:
-            self.wrk(target, "GetTask", rpc_body("GetTask", {"id": self.seed(target.port)}))
+            task_id = self.seed(target.port)
+            self.wrk(target, "GetTask", rpc_body("GetTask", {"id": task_id}))
+            self.wrk(target, "GetTask over HTTP+JSON", "", get=f"/tasks/{task_id}")
             self.wrk(target, "SendMessage returnImmediately", send_body("@@", PLAN_PARTS))
 
     def measure_ours(self) -> None:
@@ -337,6 +344,7 @@ class Bench:
                 state = str(status["state"]) if isinstance(status, dict) else "?"
             self.notes.append(f"ours GetTask reads a task in state {state} (the worker ran it)")
             self.wrk(target, "GetTask", rpc_body("GetTask", {"id": task_id}))
+            self.wrk(target, "GetTask over HTTP+JSON", "", get=f"/tasks/{task_id}")
         with self.server("ours (--no-worker)", [*serve, "--no-worker"], env, database) as target:
             KEYS[target.port] = (self.tmp / "home" / "admin.key").read_text().strip()
             self.wrk(target, "SendMessage returnImmediately", send_body("@@", PLAN_PARTS))
