@@ -13,8 +13,14 @@ overhead p50/p99 (a step's time outside the model: every step's duration, less t
 latency for the model's calls, from DBOS's own step records); the worker's RSS before and at
 its peak, and its growth per active run; the most database connections held. Asserts nothing.
 
+With `--workers K`, K - 1 `a2a-agent worker` processes (each with a home of its own, as on
+other machines) share the database with the `serve`: it prints how the runs were split
+between the executors and whether any was worked twice (an effect run more than once, a
+model call beyond the plan's), and CPU and RSS are those of all K.
+
     .venv/bin/python bench/concurrent_runs.py                      # N = 10 100 500 1000
     .venv/bin/python bench/concurrent_runs.py --n 10 100 --latency 2 --items 2
+    .venv/bin/python bench/concurrent_runs.py --n 100 --workers 2
 
 Targets (issue 25): at N = 500 the makespan within 1.25x of one run alone plus the CPU spread
 over the cores; server CPU per two-item run <= 0.08 s; step overhead p99 <= 50 ms; RSS <= 2 MB
@@ -137,8 +143,8 @@ def rss_mb(sid: int) -> float:
 class Sampler:
     """Samples the worker's RSS and the database's connections while runs go on."""
 
-    def __init__(self, pid: int, database: str, dbname: str) -> None:
-        self.pid, self.database, self.dbname = pid, database, dbname
+    def __init__(self, pids: list[int], database: str, dbname: str) -> None:
+        self.pids, self.database, self.dbname = pids, database, dbname
         self.peak_rss = 0.0
         self.peak_connections = 0
         self._stop = threading.Event()
@@ -155,7 +161,7 @@ class Sampler:
     def _run(self) -> None:
         with psycopg.connect(self.database, autocommit=True) as conn:
             while not self._stop.wait(0.2):
-                self.peak_rss = max(self.peak_rss, rss_mb(self.pid))
+                self.peak_rss = max(self.peak_rss, sum(map(rss_mb, self.pids)))
                 (held,) = conn.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> "
                     "pg_backend_pid()",
@@ -243,9 +249,37 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             return
 
 
+def start(role: str, env: dict[str, str], home: Path, *args: str) -> subprocess.Popen[bytes]:
+    log = (home / f"{role}.log").open("wb")
+    with log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "a2a_agent", role, *args],
+            env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+
+def split(database: str, ids: list[str], calls: int) -> str:
+    """How the runs' segments were split between executors, and what was done twice: an
+    effect run more than once, model calls beyond the plans' (`calls`)."""
+    with psycopg.connect(database, autocommit=True) as conn:
+        by = conn.execute(
+            "SELECT executor_id, count(*) FROM dbos.workflow_status "
+            "WHERE split_part(workflow_uuid, ':', 1) = ANY(%s) GROUP BY 1 ORDER BY 1",
+            (ids,),
+        ).fetchall()
+        (twice,) = conn.execute(
+            "SELECT count(*) FROM effects WHERE task_id = ANY(%s) AND runs > 1", (ids,)
+        ).fetchone() or (0,)
+        (made,) = conn.execute(
+            "SELECT count(*) FROM model_calls WHERE task_id = ANY(%s)", (ids,)
+        ).fetchone() or (0,)
+    shares = ", ".join(f"{executor} {count}" for executor, count in by)
+    return f"{shares}; effects run twice {twice}; model calls {made} of {calls}"
+
+
 def measure(
     args: argparse.Namespace, server_url: str, fake: FakeAnthropic, n: int, index: int
-) -> dict[str, float]:
+) -> dict[str, Any]:
     name = f"a2a_bench_many_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -263,13 +297,16 @@ def measure(
         "PYTHONPATH": str(REPO),
         **dict(kv.split("=", 1) for kv in args.env),
     }
-    log = (home / "serve.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "a2a_agent", "serve", "--port", str(port)],
-        env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+    proc = start("serve", {**env, "A2A_AGENT_EXECUTOR_ID": "serve-1"}, home, "--port", str(port))
+    procs = [proc]
+    homes = [home]
     url = f"http://127.0.0.1:{port}"
     try:
+        for k in range(2, args.workers + 1):  # more workers, each as on a machine of its own
+            homes.append(Path(tempfile.mkdtemp(prefix="a2a-many-")))
+            worker_env = {**env, "A2A_AGENT_HOME": str(homes[-1])}
+            procs.append(start("worker", {**worker_env, "A2A_AGENT_EXECUTOR_ID": f"worker-{k}"},
+                               homes[-1]))  # fmt: skip
         deadline = time.monotonic() + 90
         while True:
             if proc.poll() is not None:
@@ -286,8 +323,8 @@ def measure(
         alone_ids = send_all(url, [plan(-1, args.items)])
         wait_done(database, alone_ids, args.timeout)
         alone = time.monotonic() - started
-        idle_rss = rss_mb(proc.pid)
-        cpu0, pg0 = session_cpu_s(proc.pid), postgres_cpu_s()
+        idle_rss = sum(rss_mb(p.pid) for p in procs)
+        cpu0, pg0 = sum(session_cpu_s(p.pid) for p in procs), postgres_cpu_s()
         fake.max_in_flight = 0
         spy = None
         if args.profile:  # where the server's CPU goes while the N runs go on (py-spy)
@@ -297,7 +334,7 @@ def measure(
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             time.sleep(1)
-        with Sampler(proc.pid, database, name) as sampler:
+        with Sampler([p.pid for p in procs], database, name) as sampler:
             started = time.monotonic()
             ids = send_all(url, [plan(k, args.items) for k in range(n)])
             sent = time.monotonic() - started
@@ -306,13 +343,15 @@ def measure(
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
-        cpu = session_cpu_s(proc.pid) - cpu0
+        cpu = sum(session_cpu_s(p.pid) for p in procs) - cpu0
         pg = postgres_cpu_s() - pg0
         overheads = step_overheads(database, ids, args.latency)
+        shares = split(database, ids, n * args.items * 2)
     finally:
-        stop(proc)
-        log.close()
-        shutil.rmtree(home, ignore_errors=True)
+        for p in procs:
+            stop(p)
+        for h in homes:
+            shutil.rmtree(h, ignore_errors=True)
         if args.keep:
             print(f"kept database {name}", flush=True)
         else:
@@ -337,6 +376,7 @@ def measure(
         "peak_rss": sampler.peak_rss,
         "rss_per_run": max(0.0, sampler.peak_rss - idle_rss) / n,
         "connections": sampler.peak_connections,
+        "split": shares,
     }
 
 
@@ -349,6 +389,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--port", type=int, default=18500)
     parser.add_argument("--keep", action="store_true", help="keep each N's database")
+    parser.add_argument("--workers", type=int, default=1, help="the serve and K - 1 workers")
     parser.add_argument("--profile", metavar="PREFIX", help="py-spy the server to PREFIX.N.txt")
     parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="for the server"
@@ -357,13 +398,15 @@ def main() -> None:
     print(f"$ {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(
         f"plans of {args.items} model-worked item(s), each one bash call and an end of turn; "
-        f"model latency {args.latency} s; {os.cpu_count()} cores; server env {args.env or '-'}"
+        f"model latency {args.latency} s; {os.cpu_count()} cores; server env {args.env or '-'}; "
+        f"{args.workers} worker process(es)"
     )
     print(
         "\n| N | alone s | makespan s (sent in) | x alone | bound s | calls in flight | "
         "CPU/run s (+PG) | step p50 / p99 ms | RSS MB idle / peak (per run) | connections |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
+    splits: list[str] = []
     with FakeAnthropic([]) as fake:
         answer = responder(args.latency)
         for index, n in enumerate(args.n):
@@ -377,6 +420,9 @@ def main() -> None:
                 f"({r['rss_per_run']:.2f}) | {r['connections']:.0f} |",
                 flush=True,
             )
+            splits.append(f"N = {n}: {r['split']}")
+    print("\nRuns (segments) per executor, and what was done twice:")
+    print("\n".join(f"- {line}" for line in splits))
 
 
 if __name__ == "__main__":

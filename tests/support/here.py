@@ -12,8 +12,10 @@ import asyncio
 import gc
 import logging
 import socket
+import sys
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,6 +32,11 @@ from tests.support.processes import AgentProcess
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _live = threading.Lock()  # held while a server runs here: DBOS is one per process
+
+
+def _stack_of(thread: threading.Thread) -> str:
+    frame = sys._current_frames().get(thread.ident or 0)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(gone)"
 
 
 def here_is_taken() -> bool:
@@ -213,9 +220,12 @@ class ServerHere(AgentProcess):
         self._server.should_exit = True
         self._thread.join(timeout)
         alive = self._thread.is_alive()
+        # Where it waits, for the failure's report (taken before the log is let go).
+        stuck = _stack_of(self._thread) if alive else ""
+        log = self.log() if alive else ""
         self._release()
         if alive:
-            raise TimeoutError(f"serve did not stop in {timeout}s")
+            raise TimeoutError(f"serve did not stop in {timeout}s; its thread at:\n{stuck}\n{log}")
         failed, self._failed = self._failed, None
         if self._died is not None:
             raise RuntimeError(f"a watched task died (exit {self._died}):\n{self.log()}")
