@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from a2a_agent.edge.auth import KeyVerifier, RequireKey
 from a2a_agent.edge.card import CACHE_CONTROL, load_card, schema_routes
-from a2a_agent.edge.fast_reads import FastGetTask
+from a2a_agent.edge.fast_reads import FastReads
 from a2a_agent.edge.files import file_routes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
@@ -149,8 +149,9 @@ def create_app(
             unlimited=(PEER_NOTIFY_PREFIX,),
         ),
         Middleware(ResumableStreams, ping_s=settings.server.stream_ping_s),
-        Middleware(FastGetTask, handler=handler, path=JSONRPC_PATH),
+        Middleware(FastReads, handler=handler, path=JSONRPC_PATH),
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.runtime = runtime
+    app.state.handler = handler  # the short read path's tests wrap it alone
     return app

@@ -147,8 +147,9 @@ def create_app(store_kind: str, database_url: str | None, url: str, *, complete:
     routes: list[BaseRoute] = [
         Route("/readyz", readyz, methods=["GET"]),
         *create_agent_card_routes(card),
-        *create_jsonrpc_routes(handler, "/"),
-        *create_rest_routes(handler),  # the HTTP+JSON binding, as ours serves both
+        # Both bindings at both versions, as ours serves them (0.3 through the SDK's layer).
+        *create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True),
+        *create_rest_routes(handler, enable_v0_3_compat=True),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

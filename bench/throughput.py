@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable  # the running interpreter: no venv assumed inside the checkout
 EXTRA = "/tmp/a2a-bench-venv"  # a venv with asyncpg and py-spy (not the project's)
 TARGET_P99_MS = 60.0
+LIST_PAGE = 10  # tasks in the page ListTasks answers with
 ITEM = {"id": "a", "title": "a", "run": "true", "verify": "true"}
 PLAN_PARTS = [{"data": {"plan": {"goal": "bench", "items": [ITEM]}}}]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -62,7 +63,8 @@ local threads, counter = {}, 0
 bad = 0
 function setup(thread) table.insert(threads, thread); thread:set("tid", #threads) end
 wrk.method = "%METHOD%"
-wrk.headers["A2A-Version"], wrk.headers["Content-Type"] = "1.0", "application/json"
+wrk.headers["Content-Type"] = "application/json"
+if "%VERSION%" ~= "" then wrk.headers["A2A-Version"] = "%VERSION%" end
 if "%AUTH%" ~= "" then wrk.headers["Authorization"] = "Bearer %AUTH%" end
 function request()
   counter = counter + 1
@@ -251,15 +253,26 @@ class Bench:
             return bool(r.status == 200)
         return False
 
-    def wrk(self, target: Target, operation: str, body: str, *, get: str = "") -> None:
+    def wrk(
+        self,
+        target: Target,
+        operation: str,
+        body: str,
+        *,
+        get: str = "",
+        version: str = "1.0",
+        expect: str = "",
+    ) -> None:
         """Load `body` (its "@@" becomes a unique id per request), or GET the path `get`
-        (the HTTP+JSON binding's reads), and record the result."""
+        (the HTTP+JSON binding's reads), and record the result. `version`: the A2A-Version
+        header ("" sends none, as 0.3 clients do); `expect`: what every answer must hold."""
         pre, _, post = body.partition("@@")
         name = re.sub(r"\W+", "_", f"{target.label}-{operation}")
         lua = self.tmp / f"{name}.lua"
         script = LUA.replace("%PRE%", pre).replace("%POST%", post)
         script = script.replace("%METHOD%", "GET" if get else "POST").replace("%PATH%", get)
-        script = script.replace("%EXPECT%", '"id"' if get else '"result"')
+        script = script.replace("%EXPECT%", expect or ('"id"' if get else '"result"'))
+        script = script.replace("%VERSION%", version)
         script = script.replace("%AUTH%", KEYS.get(target.port, ""))
         lua.write_text(script.replace("%RUN%", f"{self.run_id}-{len(self.results)}"))
         a = self.args
@@ -309,9 +322,24 @@ class Bench:
         label = f"reference ({store}{', httptools' if http == 'httptools' else ''})"
         with self.server(label, argv, env, database) as target:
             task_id = self.seed(target.port)
-            self.wrk(target, "GetTask", rpc_body("GetTask", {"id": task_id}))
-            self.wrk(target, "GetTask over HTTP+JSON", "", get=f"/tasks/{task_id}")
+            self.reads(target, task_id)
             self.wrk(target, "SendMessage returnImmediately", send_body("@@", PLAN_PARTS))
+
+    def reads(self, target: Target, task_id: str) -> None:
+        """Every read on both bindings and both versions: GetTask of `task_id`, ListTasks of
+        a page of LIST_PAGE tasks (seeded here, so each server lists as many)."""
+        for n in range(LIST_PAGE):
+            self.seed(target.port, f"list-{n}")
+        page = {"pageSize": LIST_PAGE}
+        self.wrk(target, "GetTask", rpc_body("GetTask", {"id": task_id}))
+        self.wrk(target, "GetTask over HTTP+JSON", "", get=f"/tasks/{task_id}")
+        self.wrk(target, "ListTasks", rpc_body("ListTasks", page), expect='"tasks"')
+        self.wrk(
+            target, "ListTasks over HTTP+JSON", "", get=f"/tasks?pageSize={LIST_PAGE}",
+            expect='"tasks"',
+        )  # fmt: skip
+        self.wrk(target, "GetTask 0.3", rpc_body("tasks/get", {"id": task_id}), version="")
+        self.wrk(target, "GetTask 0.3 over HTTP+JSON", "", get=f"/v1/tasks/{task_id}", version="")
 
     def measure_ours(self) -> None:
         database, url = self.create_database("")
@@ -343,8 +371,7 @@ class Bench:
                 status = call(target.port, rpc_body("GetTask", {"id": task_id}))["status"]
                 state = str(status["state"]) if isinstance(status, dict) else "?"
             self.notes.append(f"ours GetTask reads a task in state {state} (the worker ran it)")
-            self.wrk(target, "GetTask", rpc_body("GetTask", {"id": task_id}))
-            self.wrk(target, "GetTask over HTTP+JSON", "", get=f"/tasks/{task_id}")
+            self.reads(target, task_id)
         with self.server("ours (--no-worker)", [*serve, "--no-worker"], env, database) as target:
             KEYS[target.port] = (self.tmp / "home" / "admin.key").read_text().strip()
             self.wrk(target, "SendMessage returnImmediately", send_body("@@", PLAN_PARTS))
@@ -355,9 +382,9 @@ class Bench:
             ):  # stored as REJECTED at once, nothing enqueued: not the headline
                 self.wrk(target, "SendMessage text (REJECTED)", send_body("@@", [{"text": "hi"}]))
 
-    def seed(self, port: int) -> str:
+    def seed(self, port: int, name: str = "seed") -> str:
         """One task made by SendMessage returnImmediately with the plan; its id."""
-        task = call(port, send_body(f"seed-{self.run_id}", PLAN_PARTS))["task"]
+        task = call(port, send_body(f"{name}-{self.run_id}", PLAN_PARTS))["task"]
         assert isinstance(task, dict)
         return str(task["id"])
 

@@ -1,35 +1,52 @@
-"""GetTask over JSON-RPC and HTTP+JSON without the SDK's per-request dispatch, for the plain
-case.
+"""The reads an orchestrator repeats (GetTask at both versions, ListTasks), on both bindings,
+without the SDK's per-request dispatch, for the plain case: one read path.
 
-Polling GetTask is the call an orchestrator makes most. For a well-formed `GetTask` (A2A
-version 1.0, params `id` and optionally `historyLength`) of a task the caller owns, this
-answers with the bytes the SDK's dispatcher would send: the task converted to its protobuf
-JSON once per stored row (the read cache hands out one row object until the task changes)
-and kept. Everything else, errors included, goes to the SDK's route unchanged, so every
-error code and message is the SDK's own.
+For a well-formed read of the caller's own tasks this answers with the bytes the SDK's route
+would send: GetTask (1.0: JSON-RPC `GetTask`, `GET /tasks/{id}`; 0.3: JSON-RPC `tasks/get`,
+`GET /v1/tasks/{id}`, with the SDK's own 0.3 conversions), and ListTasks (1.0, both
+bindings). Each task is converted to its JSON once per stored row and kept (the read cache
+hands out one row object until the task changes), so a poll costs a cache look-up and a
+few byte joins. Everything else, errors included, goes to the SDK's route unchanged, so
+every error code and message is the SDK's own; tests/test_reads.py holds the two to the same
+bytes.
 """
 
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs
 
+from a2a.compat.v0_3 import conversions, proto_utils
+from a2a.compat.v0_3 import types as types_v03
+from a2a.types import ListTasksRequest, ListTasksResponse, Task
 from a2a.utils.constants import A2A_JSON_MEDIA_TYPE
-from google.protobuf.json_format import MessageToDict
+from a2a.utils.errors import A2AError
+from a2a.utils.proto_utils import parse_params
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
+from starlette.datastructures import QueryParams
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from a2a_agent.edge.handler import AgentRequestHandler
 from persistence.errors import StoreError
-from persistence.records import TaskRow
 
-MAX_BODY = 4096  # a GetTask is a few hundred bytes; anything larger goes the long way
-MAX_CACHED = 10_000
+MAX_BODY = 4096  # a read is a few hundred bytes; anything larger goes the long way
+MAX_KEPT = 10_000
 GET_TASK_KEYS = frozenset({"id", "historyLength"})
-VERSION = b"1.0"
-REST_PREFIX = "/tasks/"
+# ListTasks' parameters the short path takes (statusTimestampAfter, a tenant: the long way).
+LIST_KEYS = frozenset(
+    {"pageSize", "pageToken", "contextId", "status", "historyLength", "includeArtifacts"}
+)
+RPC_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+V10 = b"1.0"
+V03 = (None, b"0.3")  # a 0.3 client sends no version, or this one
 A2A_JSON = A2A_JSON_MEDIA_TYPE.encode()
+PLAIN_JSON = b"application/json"
+TASKS_MARK = "\x00tasks\x00"  # where a page's tasks go (no task's JSON holds a NUL)
+Kept = tuple[object, bytes]  # what the bytes were made from (a row, a Task) and the bytes
 
 
 def _json(value: Any) -> bytes:
@@ -37,58 +54,161 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
-class FastGetTask:
-    """ASGI middleware: answers plain JSON-RPC GetTask calls on `path`, passes the rest on."""
+def _v03_history(task_id: str, history: int | None) -> int | None:
+    """The history a 0.3 read asks for, as the SDK's conversion reads it (0: all of it)."""
+    asked = types_v03.GetTaskRequest(
+        id=0, params=types_v03.TaskQueryParams(id=task_id, history_length=history)
+    )
+    core = conversions.to_core_get_task_request(asked)
+    return core.history_length if core.HasField("history_length") else None
+
+
+def _v10(task: Task) -> bytes:
+    """A task as the SDK's 1.0 routes write it (both bindings)."""
+    return _json(MessageToDict(task, preserving_proto_field_name=False))
+
+
+def _v03_rpc(task: Task) -> bytes:
+    """A task as the SDK's 0.3 JSON-RPC route dumps it (its pydantic 0.3 types)."""
+    compat = conversions.to_compat_task(task)
+    return _json(compat.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def _v03_rest(task: Task) -> bytes:
+    """A task as the SDK's 0.3 REST route writes it (its 0.3 protobuf, as a dict)."""
+    return _json(MessageToDict(proto_utils.ToProto.task(conversions.to_compat_task(task))))
+
+
+def _listed(task: Task, artifacts: bool) -> bytes:
+    """A task inside a ListTasks answer, as the SDK serializes the page (every field shown;
+    artifacts only when asked for)."""
+    data = MessageToDict(
+        task, preserving_proto_field_name=False, always_print_fields_with_no_presence=True
+    )
+    if not artifacts:
+        data.pop("artifacts", None)
+    return _json(data)
+
+
+TASK_FLAVORS: dict[str, Callable[[Task], bytes]] = {
+    "1.0": _v10,
+    "0.3-rpc": _v03_rpc,
+    "0.3-rest": _v03_rest,
+}
+
+
+class FastReads:
+    """ASGI middleware: answers plain reads (GetTask 1.0 and 0.3, ListTasks 1.0) on the
+    JSON-RPC `path` and the HTTP+JSON routes; passes everything else on."""
 
     def __init__(self, app: ASGIApp, handler: AgentRequestHandler, path: str = "/") -> None:
         self.app = app
         self.handler = handler
         self.path = path
-        self._bodies: OrderedDict[tuple[str, int | None], tuple[TaskRow, bytes]] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, int | None, str], Kept] = OrderedDict()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope["method"] == "GET" and scope["path"].startswith(REST_PREFIX):
-            # The HTTP+JSON binding's GetTask: the same row, the same kept bytes.
-            answer = await self._rest_answer(scope)
-            if answer is None:
+        if scope["method"] == "GET":
+            found = await self._rest_answer(scope)
+            if found is None:
                 await self.app(scope, receive, send)
             else:
-                await _respond(send, answer, A2A_JSON)
+                await _respond(send, *found)
             return
         if scope["method"] != "POST" or scope["path"] != self.path:
             await self.app(scope, receive, send)
             return
         body, whole, extra = await _read(receive)
-        answer = await self._answer(scope, body) if whole else None
+        answer = await self._rpc_answer(scope, body) if whole else None
         if answer is None:
             await self.app(scope, _replay(body, whole, extra, receive), send)
             return
-        await _respond(send, answer, b"application/json")
+        await _respond(send, answer, PLAIN_JSON)
 
-    async def _rest_answer(self, scope: Scope) -> bytes | None:
-        """`GET /tasks/{id}[?historyLength=N]` at version 1.0, as the SDK's REST route
-        answers it; anything else (a tenant, another parameter, 0.3) goes the long way."""
-        task_id = scope["path"][len(REST_PREFIX) :]
-        if not task_id or "/" in task_id or ":" in task_id:
-            return None
-        if _header(scope, b"a2a-version") != VERSION:
-            return None
-        history: int | None = None
-        query = scope.get("query_string", b"")
-        if query:
-            params = parse_qs(query.decode("latin-1"), keep_blank_values=True)
-            values = params.get("historyLength")
-            if set(params) != {"historyLength"} or values is None or len(values) != 1:
-                return None
-            if not values[0].isdigit():
-                return None
-            history = int(values[0])
-        return await self._task_bytes(scope, task_id, history)
+    # ---- HTTP+JSON ----------------------------------------------------------------------
 
-    async def _task_bytes(self, scope: Scope, task_id: str, history: int | None) -> bytes | None:
+    async def _rest_answer(self, scope: Scope) -> tuple[bytes, bytes] | None:
+        """`GET /tasks/{id}` and `GET /tasks` at 1.0, `GET /v1/tasks/{id}` at 0.3, as the
+        SDK's REST routes answer them; anything else (a tenant, other parameters, other
+        versions) goes the long way."""
+        path, version = scope["path"], _header(scope, b"a2a-version")
+        if path == "/tasks" and version == V10:
+            query = _query(scope, LIST_KEYS)
+            if query is None:
+                return None
+            request = ListTasksRequest()
+            try:
+                parse_params(query, request)
+            except (ParseError, ValueError, TypeError):
+                return None
+            page = await self._page(scope, request)
+            return None if page is None else (page, A2A_JSON)
+        for prefix, versions, flavor, media in (
+            ("/tasks/", (V10,), "1.0", A2A_JSON),
+            ("/v1/tasks/", V03, "0.3-rest", PLAIN_JSON),
+        ):
+            if path.startswith(prefix) and version in versions:
+                task_id = path[len(prefix) :]
+                if not task_id or "/" in task_id or ":" in task_id:
+                    return None
+                query = _query(scope, frozenset({"historyLength"}))
+                values = query.getlist("historyLength") if query is not None else None
+                if values is None or len(values) > 1 or (values and not values[0].isdigit()):
+                    return None
+                history = int(values[0]) if values else None
+                task = await self._task_bytes(scope, task_id, history, flavor)
+                return None if task is None else (task, media)
+        return None
+
+    # ---- JSON-RPC -----------------------------------------------------------------------
+
+    async def _rpc_answer(self, scope: Scope, body: bytes) -> bytes | None:
+        version = _header(scope, b"a2a-version")
+        if version == V10 and b"GetTask" in body:
+            method, flavor = "GetTask", "1.0"
+        elif version in V03 and b"tasks/get" in body:
+            method, flavor = "tasks/get", "0.3-rpc"
+        elif version == V10 and b"ListTasks" in body:
+            method, flavor = "ListTasks", "list"
+        else:
+            return None
+        call = _rpc_call(body, method)
+        if call is None:
+            return None
+        request_id, params = call
+        if method == "ListTasks":
+            if set(params) - LIST_KEYS:
+                return None
+            try:
+                request = ParseDict(params, ListTasksRequest(), ignore_unknown_fields=True)
+            except ParseError:
+                return None
+            result = await self._page(scope, request)
+        else:
+            if set(params) - GET_TASK_KEYS:
+                return None
+            task_id, history = params.get("id"), params.get("historyLength")
+            if not isinstance(task_id, str) or not task_id:
+                return None
+            if history is not None and (
+                isinstance(history, bool) or not isinstance(history, int) or history < 0
+            ):
+                return None
+            result = await self._task_bytes(scope, task_id, history, flavor)
+        if result is None:
+            return None
+        if flavor == "0.3-rpc":  # the 0.3 types' own field order
+            return b'{"id":' + _json(request_id) + b',"jsonrpc":"2.0","result":' + result + b"}"
+        return b'{"result":' + result + b',"id":' + _json(request_id) + b',"jsonrpc":"2.0"}'
+
+    # ---- the reads ----------------------------------------------------------------------
+
+    async def _task_bytes(
+        self, scope: Scope, task_id: str, history: int | None, flavor: str
+    ) -> bytes | None:
         owner = _reader(scope)
         if owner is None:
             return None  # the SDK's route refuses it, saying why
@@ -98,53 +218,84 @@ class FastGetTask:
             return None  # the SDK's route says what went wrong
         if row is None or row.state == "submitted":
             return None  # a task not yet taken says where it waits (the handler's GetTask)
-        return self._task_json(row, history)
+        if flavor.startswith("0.3"):
+            history = _v03_history(task_id, history)
+        task = self.handler.task_of(row, history)
+        return self._keep((task_id, history, flavor), row, partial(TASK_FLAVORS[flavor], task))
 
-    async def _answer(self, scope: Scope, body: bytes) -> bytes | None:
-        if b"GetTask" not in body or _header(scope, b"a2a-version") != VERSION:
+    async def _page(self, scope: Scope, request: ListTasksRequest) -> bytes | None:
+        """ListTasks' result: the handler's page, each task's JSON kept per converted task."""
+        owner = _reader(scope)
+        if owner is None:
             return None
         try:
-            request = json.loads(body)
-        except ValueError:
+            page = await self.handler.list_page(request, owner)
+        except (A2AError, StoreError):
+            return None  # the SDK's route gives the error, with its code
+        history = request.history_length if request.HasField("history_length") else None
+        artifacts = request.include_artifacts
+        flavor = "list+artifacts" if artifacts else "list"
+        tasks = [
+            self._keep((t.id, history, flavor), t, partial(_listed, t, artifacts))
+            for t in page.tasks
+        ]
+        # The page as the SDK writes it, its tasks marked: where a field falls depends on
+        # which are set (set fields first, by number; then the empty ones).
+        shape = ListTasksResponse(
+            tasks=[Task()] if page.tasks else [],
+            next_page_token=page.next_page_token,
+            page_size=page.page_size,
+            total_size=page.total_size,
+        )
+        data = MessageToDict(
+            shape, preserving_proto_field_name=False, always_print_fields_with_no_presence=True
+        )
+        data["tasks"] = TASKS_MARK
+        head, found, tail = _json(data).partition(_json(TASKS_MARK))
+        if not found:
             return None
-        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0":
-            return None
-        if request.get("method") != "GetTask" or set(request) - {
-            "jsonrpc",
-            "id",
-            "method",
-            "params",
-        }:
-            return None
-        request_id, params = request.get("id"), request.get("params")
-        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-            return None
-        if not isinstance(params, dict) or set(params) - GET_TASK_KEYS:
-            return None
-        task_id, history = params.get("id"), params.get("historyLength")
-        if not isinstance(task_id, str) or not task_id:
-            return None
-        if history is not None and (
-            isinstance(history, bool) or not isinstance(history, int) or history < 0
-        ):
-            return None
-        task = await self._task_bytes(scope, task_id, history)
-        if task is None:
-            return None
-        return b'{"result":' + task + b',"id":' + _json(request_id) + b',"jsonrpc":"2.0"}'
+        return head + b"[" + b",".join(tasks) + b"]" + tail
 
-    def _task_json(self, row: TaskRow, history: int | None) -> bytes:
-        key = (row.task_id, history)
-        hit = self._bodies.get(key)
-        if hit is not None and hit[0] is row:
+    def _keep(
+        self, key: tuple[str, int | None, str], source: object, make: Callable[[], bytes]
+    ) -> bytes:
+        """The bytes made from `source` (a row, a converted task), made once per object."""
+        hit = self._kept.get(key)
+        if hit is not None and hit[0] is source:
             return hit[1]
-        task = self.handler.task_of(row, history)
-        data = _json(MessageToDict(task, preserving_proto_field_name=False))
-        self._bodies[key] = (row, data)
-        self._bodies.move_to_end(key)
-        if len(self._bodies) > MAX_CACHED:
-            self._bodies.popitem(last=False)
+        data = make()
+        self._kept[key] = (source, data)
+        self._kept.move_to_end(key)
+        if len(self._kept) > MAX_KEPT:
+            self._kept.popitem(last=False)
         return data
+
+
+def _rpc_call(body: bytes, method: str) -> tuple[str | int, dict[str, Any]] | None:
+    """A plain JSON-RPC call of `method`: its id and params, or None."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(request, dict) or request.get("jsonrpc") != "2.0":
+        return None
+    if request.get("method") != method or set(request) - RPC_KEYS:
+        return None
+    request_id, params = request.get("id"), request.get("params")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    if not isinstance(params, dict):
+        return None
+    return request_id, params
+
+
+def _query(scope: Scope, allowed: frozenset[str]) -> QueryParams | None:
+    """The query string's parameters, when each is one of `allowed` and given once."""
+    raw = scope.get("query_string", b"").decode("latin-1")
+    parsed = parse_qs(raw, keep_blank_values=True)
+    if set(parsed) - allowed or any(len(v) != 1 for v in parsed.values()):
+        return None
+    return QueryParams(raw)
 
 
 async def _respond(send: Send, body: bytes, media_type: bytes) -> None:

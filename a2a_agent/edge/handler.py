@@ -180,6 +180,11 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
     ) -> ListTasksResponse:
+        return await self.list_page(params, scopes.owner(context, "read"))
+
+    async def list_page(self, params: ListTasksRequest, owner: str) -> ListTasksResponse:
+        """A page of `owner`'s tasks (the short read path calls it too): each task converted
+        once per row, as GetTask's are."""
         page_size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE_SIZE
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise InvalidParamsError(f"pageSize must be between 1 and {MAX_PAGE_SIZE}")
@@ -196,7 +201,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         )
         try:
             page = await self.store.list_tasks(
-                scopes.owner(context, "read"),
+                owner,
                 context_id=params.context_id or None,
                 state=state,
                 after=after,
@@ -208,7 +213,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         except StoreError as exc:
             raise InvalidParamsError(str(exc)) from exc
         return ListTasksResponse(
-            tasks=[to_task(row, history) for row in page.tasks],
+            tasks=[self.task_of(row, history) for row in page.tasks],
             next_page_token=page.next_cursor or "",
             page_size=page_size,
             total_size=page.total,
