@@ -325,11 +325,14 @@ class Bench:
             self.reads(target, task_id)
             self.wrk(target, "SendMessage returnImmediately", send_body("@@", PLAN_PARTS))
 
-    def reads(self, target: Target, task_id: str) -> None:
+    def reads(self, target: Target, task_id: str, *, settle: bool = False) -> None:
         """Every read on both bindings and both versions: GetTask of `task_id`, ListTasks of
-        a page of LIST_PAGE tasks (seeded here, so each server lists as many)."""
-        for n in range(LIST_PAGE):
-            self.seed(target.port, f"list-{n}")
+        a page of LIST_PAGE tasks (seeded here, so each server lists as many; with `settle`,
+        read once its worker ran them, as a caller lists tasks that do not change)."""
+        listed = [self.seed(target.port, f"list-{n}") for n in range(LIST_PAGE)]
+        if settle:
+            for listed_id in listed:
+                self.wait_terminal(target.port, listed_id)
         page = {"pageSize": LIST_PAGE}
         self.wrk(target, "GetTask", rpc_body("GetTask", {"id": task_id}))
         self.wrk(target, "GetTask over HTTP+JSON", "", get=f"/tasks/{task_id}")
@@ -365,13 +368,10 @@ class Bench:
         with self.server("ours", serve, env, database) as target:
             KEYS[target.port] = (self.tmp / "home" / "admin.key").read_text().strip()
             task_id = self.seed(target.port)
-            deadline, state = time.monotonic() + 60, ""
-            while time.monotonic() < deadline and state not in TERMINAL:
-                time.sleep(0.2)
-                status = call(target.port, rpc_body("GetTask", {"id": task_id}))["status"]
-                state = str(status["state"]) if isinstance(status, dict) else "?"
+            state = self.wait_terminal(target.port, task_id)
             self.notes.append(f"ours GetTask reads a task in state {state} (the worker ran it)")
-            self.reads(target, task_id)
+            self.notes.append(f"ours ListTasks lists {LIST_PAGE} tasks its worker ran")
+            self.reads(target, task_id, settle=True)
         with self.server("ours (--no-worker)", [*serve, "--no-worker"], env, database) as target:
             KEYS[target.port] = (self.tmp / "home" / "admin.key").read_text().strip()
             self.wrk(target, "SendMessage returnImmediately", send_body("@@", PLAN_PARTS))
@@ -381,6 +381,16 @@ class Bench:
                 self.args.text_only
             ):  # stored as REJECTED at once, nothing enqueued: not the headline
                 self.wrk(target, "SendMessage text (REJECTED)", send_body("@@", [{"text": "hi"}]))
+
+    @staticmethod
+    def wait_terminal(port: int, task_id: str, timeout_s: float = 60) -> str:
+        """Poll GetTask until the task ended (or the timeout); its last state."""
+        deadline, state = time.monotonic() + timeout_s, ""
+        while time.monotonic() < deadline and state not in TERMINAL:
+            time.sleep(0.2)
+            status = call(port, rpc_body("GetTask", {"id": task_id}))["status"]
+            state = str(status["state"]) if isinstance(status, dict) else "?"
+        return state
 
     def seed(self, port: int, name: str = "seed") -> str:
         """One task made by SendMessage returnImmediately with the plan; its id."""

@@ -1,14 +1,15 @@
 """The reads an orchestrator repeats (GetTask at both versions, ListTasks), on both bindings,
 without the SDK's per-request dispatch, for the plain case: one read path.
 
-For a well-formed read of the caller's own tasks this answers with the bytes the SDK's route
-would send: GetTask (1.0: JSON-RPC `GetTask`, `GET /tasks/{id}`; 0.3: JSON-RPC `tasks/get`,
+For a well-formed read of the caller's own tasks this answers as the SDK's route would:
+GetTask (1.0: JSON-RPC `GetTask`, `GET /tasks/{id}`; 0.3: JSON-RPC `tasks/get`,
 `GET /v1/tasks/{id}`, with the SDK's own 0.3 conversions), and ListTasks (1.0, both
 bindings). Each task is converted to its JSON once per stored row and kept (the read cache
 hands out one row object until the task changes), so a poll costs a cache look-up and a
 few byte joins. Everything else, errors included, goes to the SDK's route unchanged, so
-every error code and message is the SDK's own; tests/test_reads.py holds the two to the same
-bytes.
+every error code and message is the SDK's own. tests/edge/test_fast_reads.py holds the two
+to the same bytes (GetTask) and the same JSON (ListTasks: the SDK writes copies of the tasks,
+and a copied protobuf Struct may list its keys in another order).
 """
 
 from __future__ import annotations

@@ -114,6 +114,16 @@ def _last_event_id(context: ServerCallContext, row: TaskRow) -> int | None:
     return int(number)
 
 
+@dataclass(frozen=True)
+class TaskListing:
+    """ListTasks' answer before it becomes a message: the converted tasks themselves."""
+
+    tasks: list[Task]
+    next_page_token: str
+    page_size: int
+    total_size: int
+
+
 @dataclass
 class AgentRequestHandler(PushConfigMethods, RequestHandler):
     store: TaskStore
@@ -180,11 +190,18 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
     ) -> ListTasksResponse:
-        return await self.list_page(params, scopes.owner(context, "read"))
+        page = await self.list_page(params, scopes.owner(context, "read"))
+        return ListTasksResponse(
+            tasks=page.tasks,
+            next_page_token=page.next_page_token,
+            page_size=page.page_size,
+            total_size=page.total_size,
+        )
 
-    async def list_page(self, params: ListTasksRequest, owner: str) -> ListTasksResponse:
+    async def list_page(self, params: ListTasksRequest, owner: str) -> TaskListing:
         """A page of `owner`'s tasks (the short read path calls it too): each task converted
-        once per row, as GetTask's are."""
+        once per row, as GetTask's are, and handed out as it was converted (a response
+        message would hold copies)."""
         page_size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE_SIZE
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise InvalidParamsError(f"pageSize must be between 1 and {MAX_PAGE_SIZE}")
@@ -212,7 +229,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
             raise InternalError(f"{exc}; try again shortly") from exc
         except StoreError as exc:
             raise InvalidParamsError(str(exc)) from exc
-        return ListTasksResponse(
+        return TaskListing(
             tasks=[self.task_of(row, history) for row in page.tasks],
             next_page_token=page.next_cursor or "",
             page_size=page_size,
