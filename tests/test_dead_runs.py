@@ -46,14 +46,16 @@ async def test_a_dead_run_fails_its_task_and_closes_the_record(
     async with a2a_client(server.url) as client:
         _, queued = await queued_behind_a_blocker(client, database_url, change)
         final = await wait_for(client, queued, {FAILED}, timeout=60)
-        for _ in range(300):  # the segment that closes the record follows the failing
+        for _ in range(600):  # the segment that closes the record follows the failing
             if any(a.artifact_id == "report" for a in final.artifacts):
                 break
             await asyncio.sleep(0.1)
             final = await client.get_task(GetTaskRequest(id=queued))
     assert "ended unexpectedly" in final.status.message.parts[0].text
     assert f"engine status {status}" in final.status.message.parts[0].text
-    # Its record closed as any stop's does: a report, the item never begun.
+    # Its record closed as any stop's does: a report, the item never begun. (Once, under the
+    # suite's load, no report came within 30 s: the server's log says what it waited on.)
+    assert any(a.artifact_id == "report" for a in final.artifacts), server.log()[-6000:]
     assert report_of(final)["remaining"] == ["b"]
     assert [i["status"] for i in plan_of(final)["items"]] == ["pending"]
     closing = f"{queued}:s1"

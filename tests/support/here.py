@@ -213,8 +213,10 @@ class ServerHere(AgentProcess):
             time.sleep(0.02)
         raise TimeoutError(f"serve not ready after {timeout}s:\n{self.log()}")
 
-    def stop(self, timeout: float = 30.0) -> int:
-        """As SIGTERM does to the process: a graceful shutdown."""
+    def stop(self, timeout: float = 60.0) -> int:
+        """As SIGTERM does to the process: a graceful shutdown. Its own bounds: uvicorn's 10 s
+        for open connections, then the steps in flight (A2A_AGENT_SHUTDOWN_GRACE_S, 30 s),
+        then DBOS's threads; under the suite's load a stop once took more than 30 s."""
         if self._server is None or self._thread is None:
             return 0
         self._server.should_exit = True
