@@ -263,54 +263,40 @@ class PostgresTaskStore:
             "cursor_id": cursor_id,
             "limit": page_size + 1,
         }
-        if self._cache is not None and self._cache.enabled:
-            return await self._list_cached(params, page_size)
-        async with self._read() as conn:
-            cur = await conn.execute(q("list_tasks"), params, prepare=True)
-            rows = await cur.fetchall()
-        total = rows[0]["total"] if rows else 0
-        tasks = [task_row(r) for r in rows[:page_size]]
-        next_cursor = None
-        if len(rows) > page_size:
-            last = tasks[-1]
-            next_cursor = encode_cursor(last.status_at, last.task_id)
-        return TaskPage(tasks=tasks, total=total, next_cursor=next_cursor)
-
-    async def _list_cached(self, params: dict[str, Any], page_size: int) -> TaskPage:
-        """The page by key, each row from the read cache where it is kept (the same row
-        object GetTask hands out, so its conversions are kept too) and the rest read at
-        once: a caller listing again and again reads keys, not whole rows."""
-        cache = self._cache
-        assert cache is not None
+        # The page by key, each row from the read cache where it is kept (the same row
+        # object GetTask hands out, so its conversions are kept too), the rest read at once:
+        # a caller listing again and again reads keys, not whole rows.
         async with self._read() as conn:
             cur = await conn.execute(q("list_task_keys"), params, prepare=True)
             keys = await cur.fetchall()
         total = keys[0]["total"] if keys else 0
-        page = keys[:page_size]
-        rows: dict[str, TaskRow] = {}
-        for key in page:
-            cached = cache.get(key["task_id"])
-            if cached is not None:
-                rows[cached.task_id] = cached
-        missing = [key["task_id"] for key in page if key["task_id"] not in rows]
+        page = [key["task_id"] for key in keys[:page_size]]
+        cache = self._cache if self._cache is not None and self._cache.enabled else None
+        rows = {t: row for t in page if (row := cache.get(t) if cache else None) is not None}
+        missing = [t for t in page if t not in rows]
         if missing:
-            tokens = {task_id: cache.begin_read(task_id) for task_id in missing}
-            found: dict[str, TaskRow] = {}
-            try:
-                async with self._read() as conn:
-                    cur = await conn.execute(q("tasks_by_ids"), {"ids": missing}, prepare=True)
-                    found = {r["task_id"]: task_row(r) for r in await cur.fetchall()}
-            finally:
-                for task_id, token in tokens.items():
-                    cache.end_read(task_id, token, found.get(task_id))
-            rows.update(found)
+            rows.update(await self._rows(missing, cache))
         # A task deleted between the two reads (retention) is left out of the page.
-        tasks = [rows[key["task_id"]] for key in page if key["task_id"] in rows]
+        tasks = [rows[t] for t in page if t in rows]
         next_cursor = None
         if len(keys) > page_size:
-            last = page[-1]
+            last = keys[page_size - 1]
             next_cursor = encode_cursor(last["status_at"], last["task_id"])
         return TaskPage(tasks=tasks, total=total, next_cursor=next_cursor)
+
+    async def _rows(self, ids: list[str], cache: TaskReadCache | None) -> dict[str, TaskRow]:
+        """The rows of `ids`, in one statement, kept in the read cache as GetTask keeps its."""
+        tokens = {t: cache.begin_read(t) for t in ids} if cache is not None else {}
+        found: dict[str, TaskRow] = {}
+        try:
+            async with self._read() as conn:
+                cur = await conn.execute(q("tasks_by_ids"), {"ids": ids}, prepare=True)
+                found = {r["task_id"]: task_row(r) for r in await cur.fetchall()}
+        finally:
+            for task_id, token in tokens.items():
+                if cache is not None:
+                    cache.end_read(task_id, token, found.get(task_id))
+        return found
 
     async def task_file(self, task_id: str, owner: str, kind: str, name: str) -> StoredFile | None:
         """A file of the task (`input`: the message's; `output`: a result), if the owner's."""

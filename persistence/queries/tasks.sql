@@ -4,26 +4,9 @@ SELECT id AS task_id, owner, context_id, state, status_text, status_at, history,
 FROM tasks
 WHERE id = %(task_id)s
 
--- name: list_tasks
-WITH filtered AS (
-    SELECT id AS task_id, owner, context_id, state, status_text, status_at, history, metadata,
-           plan, report, event_seq, status_data, segment
-    FROM tasks
-    WHERE owner = %(owner)s
-      AND (%(context_id)s::text IS NULL OR context_id = %(context_id)s)
-      AND (%(state)s::text IS NULL OR state = %(state)s)
-      AND (%(after)s::timestamptz IS NULL OR status_at > %(after)s)
-)
-SELECT f.*, (SELECT count(*) FROM filtered) AS total
-FROM filtered f
-WHERE %(cursor_at)s::timestamptz IS NULL
-   OR (f.status_at, f.task_id) < (%(cursor_at)s::timestamptz, %(cursor_id)s::text)
-ORDER BY f.status_at DESC, f.task_id DESC
-LIMIT %(limit)s
-
 -- name: list_task_keys
--- The page's tasks by key only (their rows come from the read cache, or `tasks_by_ids`):
--- the same filter and order as list_tasks.
+-- A page of an owner's tasks by key only, newest status first, with the count of all that
+-- match; their rows come from the read cache, or from `tasks_by_ids`.
 WITH filtered AS (
     SELECT id AS task_id, status_at
     FROM tasks

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 from starlette.authentication import AuthCredentials, UnauthenticatedUser
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from a2a_agent.edge.convert import to_task
 from a2a_agent.edge.fast_reads import FastReads
@@ -23,29 +23,39 @@ LONG_WAY = 599  # what the app behind answers: a request that reached it
 V03 = {"A2A-Version": "0.3"}
 
 
-async def test_a_plain_gettask_is_answered_on_both_bindings_and_the_rest_passes_on(
-    database_url: str, home: Path
-) -> None:
-    async with in_process(database_url, home) as served:
-        task_id = await _send(served)
-    passed: list[str] = []
+def _behind(passed: list[str]) -> ASGIApp:
+    """The app behind the short path: it notes each request that reached it."""
 
     async def behind(scope: Scope, receive: Receive, send: Send) -> None:
         passed.append(f"{scope['method']} {scope['path']}")
         await send({"type": "http.response.start", "status": LONG_WAY, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
+    return behind
+
+
+def _open(fast: FastReads) -> ASGIApp:
+    """As the key check leaves a request for an open server: anyone, who may read."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        scope["user"], scope["auth"] = UnauthenticatedUser(), AuthCredentials(["read"])
+        await fast(scope, receive, send)
+
+    return app
+
+
+async def test_a_plain_gettask_is_answered_on_both_bindings_and_the_rest_passes_on(
+    database_url: str, home: Path
+) -> None:
+    async with in_process(database_url, home) as served:
+        task_id = await _send(served)
+    passed: list[str] = []
+    behind = _behind(passed)
+
     async with in_process(database_url, home) as served:
         store = PostgresTaskStore(served.runtime.pool)  # no read cache: the UPDATE shows
         handler: Any = SimpleNamespace(store=store, task_of=to_task)
-        fast = FastReads(behind, handler, path="/")
-
-        async def app(scope: Scope, receive: Receive, send: Send) -> None:
-            # As the key check leaves it for an open server: anyone, who may read.
-            scope["user"], scope["auth"] = UnauthenticatedUser(), AuthCredentials(["read"])
-            await fast(scope, receive, send)
-
-        transport = httpx.ASGITransport(app=app)
+        transport = httpx.ASGITransport(app=_open(FastReads(behind, handler, path="/")))
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
             params = {"id": task_id, "historyLength": 1}
             body = {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": params}
@@ -173,21 +183,12 @@ async def test_every_plain_read_is_answered_without_the_app_behind(
     database_url: str, home: Path
 ) -> None:
     passed: list[str] = []
-
-    async def behind(scope: Scope, receive: Receive, send: Send) -> None:
-        passed.append(f"{scope['method']} {scope['path']}")
-        await send({"type": "http.response.start", "status": LONG_WAY, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
+    behind = _behind(passed)
 
     async with in_process(database_url, home) as served:
         ids = await _tasks(served, 2)
         fast = FastReads(behind, served.app.state.handler, path="/")
-
-        async def app(scope: Scope, receive: Receive, send: Send) -> None:
-            scope["user"], scope["auth"] = UnauthenticatedUser(), AuthCredentials(["read"])
-            await fast(scope, receive, send)
-
-        transport = httpx.ASGITransport(app=app)
+        transport = httpx.ASGITransport(app=_open(fast))
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
             for method, url, headers, body in (
                 ("POST", "/", V10, _rpc("ListTasks", {"pageSize": 1})),
