@@ -154,6 +154,7 @@ DECLARE
     v_event integer := p_event_seq;
     v_state text := p_change ->> 'state';
     v_items_changed boolean := coalesce((p_change ->> 'items_changed')::boolean, false);
+    v_items_written boolean := v_items_changed;
     v_charged boolean := coalesce((p_change ->> 'charged')::boolean, false);
     v_report jsonb := nullif(p_change -> 'report', 'null'::jsonb);
     v_plan_seq integer;
@@ -223,6 +224,9 @@ BEGIN
                            ELSE nullif(p_change -> 'status_data', 'null'::jsonb) END,
         transition_seq = v_seq,
         event_seq = v_event,
+        -- Every write of the items (record_step's) is counted: a worker's kept items are
+        -- good while the count is the one it recorded (persistence/kept.py).
+        items_rev = t.items_rev + CASE WHEN v_items_written THEN 1 ELSE 0 END,
         workspace_fingerprint = coalesce(p_change ->> 'fingerprint', t.workspace_fingerprint),
         checkpoint_sha = coalesce(p_change ->> 'checkpoint_sha', t.checkpoint_sha),
         report = coalesce(v_report, t.report),
@@ -307,7 +311,8 @@ $$;
 -- the step is the run's closing (`closing`: its report, final entry and checkpoint).
 -- The items it changes or adds come whole, with their views, and the plan's `summary`
 -- (persistence/views.py: items_after).
--- Returns {replayed, state, result, transitions, items}.
+-- Returns {replayed, state, result, items_rev (when it wrote items), transitions}; replayed,
+-- {replayed, state, result, items}.
 CREATE OR REPLACE FUNCTION record_step(p_task_id text, p_step jsonb, p_bundle bytea)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -525,6 +530,10 @@ BEGIN
         'state', CASE WHEN v_terminal THEN v_locked.state
                       ELSE coalesce(p_step ->> 'task_state', v_locked.state) END,
         'result', p_step -> 'result',
+        -- The count its write of the items made (none written: null).
+        'items_rev', CASE WHEN NOT v_terminal
+                               AND (v_changed > 0 OR jsonb_array_length(v_new_items) > 0)
+                          THEN (SELECT items_rev FROM tasks WHERE id = p_task_id) END,
         'transitions', (
             SELECT coalesce(jsonb_agg(jsonb_build_object(
                        'seq', tr.seq, 'item_id', tr.item_id, 'attempt', tr.attempt,

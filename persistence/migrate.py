@@ -28,8 +28,8 @@ from persistence.views import stored_view
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 # Bump FUNCTIONS_VERSION with every change of functions.sql, and set FUNCTIONS_SHA256 to
 # the file's sha256 (the migrations test says what it is).
-FUNCTIONS_VERSION = 4
-FUNCTIONS_SHA256 = "34b76c2be56db3c908a9be2920e2cd8205538c537d278e62e6d5233ffc3e2166"
+FUNCTIONS_VERSION = 5
+FUNCTIONS_SHA256 = "7399a8d6340520f39dc84019767659bbd67b88bc2f30ad0b802cb6a5beb48ba6"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from persistence.cache import TaskReadCache
 from persistence.db import Pool, read
 from persistence.errors import NotFound
+from persistence.kept import KeptItems, with_clocks
 from persistence.records import (
     JSON,
     Checkpoint,
@@ -169,26 +170,35 @@ class PostgresRunStore:
     def __init__(self, pool: Pool, cache: TaskReadCache | None = None) -> None:
         self._pool = pool
         self._cache = cache
+        self._kept = KeptItems()
 
     async def view(
         self, task_id: str, *, effect_key: str | None = None, budget: bool = False
     ) -> StepView:
-        """The task, its items, the step's effect and (when asked) the budget: one statement."""
+        """The task, its items, the step's effect and (when asked) the budget: one statement.
+        The items are read only when a write since this process last had them (`KeptItems`)."""
+        kept = self._kept.rev(task_id)
         async with read(self._pool) as conn:
             cur = await conn.execute(
                 q("step_view"),
-                {"task_id": task_id, "key": effect_key, "budget": budget},
+                {"task_id": task_id, "key": effect_key, "budget": budget, "items_rev": kept},
                 prepare=True,
             )
             row = await cur.fetchone()
         if row is None:
+            self._kept.drop(task_id)
             raise NotFound(task_id)
+        if row["items"] is not None:
+            items = [_item(i) for i in row["items"]]
+            self._kept.read(task_id, row["items_rev"], items)
+        else:
+            items = with_clocks(self._kept.items(task_id), row["item_clocks"] or {})
         effect = row["effect"]
         return StepView(
             task_id=task_id,
             state=row["state"],
             goal=row["goal"],
-            items=[_item(i) for i in row["items"]],
+            items=items,
             fingerprint=row["workspace_fingerprint"],
             checkpoint_sha=row["checkpoint_sha"],
             effect=EffectRow(**effect) if effect else None,
@@ -233,12 +243,14 @@ class PostgresRunStore:
         if self._cache is not None and not recorded["replayed"]:
             self._cache.invalidate(task_id)
         if recorded["replayed"]:
+            self._kept.drop(task_id)
             return StepOutcome(
                 result=recorded["result"] or {},
                 replayed=True,
                 task_state=recorded["state"],
                 items=[_item(i) for i in recorded.get("items") or []],
             )
+        self._kept.recorded(task_id, recorded.get("items_rev"), items, after.items)
         return StepOutcome(
             result=recorded["result"] or {},
             replayed=False,

@@ -29,7 +29,8 @@ CREATE TABLE tasks (
     base_sha       text,
     trace_context  text,
     compacted_at   timestamptz,
-    parent_id      text
+    parent_id      text,
+    items_rev      bigint NOT NULL DEFAULT 0
 );
 CREATE INDEX tasks_owner_status_at ON tasks (owner, status_at DESC, id DESC);
 CREATE INDEX tasks_owner_context ON tasks (owner, context_id);

@@ -3,6 +3,8 @@ that never leaves a gap, and NUL bytes that never reach PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 import sys
 import uuid
@@ -17,6 +19,7 @@ from a2a_agent.engine.runner import segment_of, workflow_id
 from a2a_agent.harness.kernel.context import HarnessConfig, StepContext
 from a2a_agent.harness.kernel.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.kernel.pauses import RUNNING_SEGMENT, asked_here
+from a2a_agent.harness.kernel.render import plan_document
 from a2a_agent.harness.kernel.results import StepResult
 from a2a_agent.harness.model.tools import WorkspaceTools
 from persistence.budgets import PostgresBudgets
@@ -144,6 +147,36 @@ async def test_a_second_record_from_one_view_builds_on_the_first(
         {"exit_code": 1},
         [{"a": 1}],
     )
+
+
+async def test_plan_json_from_kept_rows_and_lines_is_a_fresh_render(
+    pool: Pool, tmp_path: Path
+) -> None:
+    """Between steps the worker keeps the items it recorded and their plan.json lines (a step
+    reads and writes again only what changed): the file is what a fresh read renders."""
+    new = dataclasses.replace(
+        one_item_task(),
+        items=[NewItem(f"i{n}", f"item {n}", "true", "true", 5, 2) for n in range(3)],
+    )
+    task = (await PostgresTaskStore(pool).create_task(new)).row
+    ctx = step_context(pool, tmp_path)
+    await ctx.workspace(task.task_id).ensure()
+    for n, (item_id, status) in enumerate(
+        [("i0", "in_progress"), ("i0", "verifying"), ("i0", "done"), ("i1", "in_progress")]
+    ):
+        view = await ctx.view(task.task_id)
+        change = ItemChange(item_id, status, 1, history=[{"step": n, "status": status}])
+        moved = Transition(status, f"step {n}", item_id=item_id, attempt=1)
+        record = StepRecord(effect_key=f"k{n}", step="s", result={}, item=change)
+        await ctx.record(view, dataclasses.replace(record, transitions=[moved]))
+        fresh = await PostgresRunStore(pool).view(task.task_id)
+        written = (ctx.workspace(task.task_id).root / "plan.json").read_text()
+        assert written == plan_document(task.task_id, "g", fresh.items)
+    assert [i["status"] for i in json.loads(written)["items"]] == [
+        "done",
+        "in_progress",
+        "pending",
+    ]
 
 
 async def test_steps_that_only_add_transitions_leave_no_gap(pool: Pool) -> None:

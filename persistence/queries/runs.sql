@@ -2,16 +2,24 @@
 
 -- name: step_view
 -- One statement, one snapshot: the task, its items, the decisions on its requests, the
--- step's effect and (when asked) the budget.
+-- step's effect and (when asked) the budget. The items only when they were written since
+-- `items_rev` (the count the caller keeps them at; NULL: it keeps none), and the clocks of
+-- those with a time limit, which move while nothing is written.
 SELECT t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
        t.report IS NOT NULL AS closed, t.transition_seq, t.segment, t.policy, t.seed,
-       t.base_sha, t.owner,
+       t.base_sha, t.owner, t.items_rev,
+       CASE WHEN t.items_rev IS DISTINCT FROM %(items_rev)s::bigint
+            THEN task_items_json(t.id) END AS items,
+       (SELECT jsonb_object_agg(
+                   i.item_id, extract(epoch FROM clock_timestamp() - i.started_at)::float8)
+        FROM items i
+        WHERE i.task_id = t.id AND i.timeout_s IS NOT NULL AND i.started_at IS NOT NULL
+              AND t.items_rev IS NOT DISTINCT FROM %(items_rev)s::bigint) AS item_clocks,
        (SELECT jsonb_agg(jsonb_build_object(
                    'id', d.id, 'state', d.state, 'peer', d.peer, 'child_id', d.child_id,
                    'remote_id', d.remote_id, 'remote_state', d.remote_state,
                    'result', d.result, 'item_id', d.item_id, 'goal', d.goal))
         FROM delegations d WHERE d.task_id = t.id) AS delegations,
-       task_items_json(t.id) AS items,
        (SELECT jsonb_object_agg(p.id, jsonb_build_object(
                    'kind', p.kind, 'decision', p.decision, 'note', p.note,
                    'how', p.decided_how, 'by', p.decided_by, 'segment', p.segment,

@@ -17,7 +17,12 @@ from a2a_agent.budget import BudgetGuard
 from a2a_agent.harness.kernel.evidence import with_attempt
 from a2a_agent.harness.kernel.integrity import check_workspace
 from a2a_agent.harness.kernel.keys import effect_key
-from a2a_agent.harness.kernel.render import plan_document, progress_document, transition_line
+from a2a_agent.harness.kernel.render import (
+    ItemLines,
+    plan_document,
+    progress_document,
+    transition_line,
+)
 from a2a_agent.harness.kernel.results import StepResult
 from a2a_agent.harness.workspace.commands import CommandResult, run_command
 from a2a_agent.harness.workspace.git_remote import GitRemote
@@ -101,6 +106,8 @@ class StepContext:
         # same view changes them, not the rows that view read (one segment of a task runs
         # at a time, and only its steps change its items).
         self._recorded: OrderedDict[str, tuple[StepView, list[ItemRow]]] = OrderedDict()
+        # Each task's plan.json lines as last written: a step makes only its items' again.
+        self._lines: OrderedDict[str, ItemLines] = OrderedDict()
 
     def workspace(self, task_id: str) -> Workspace:
         return Workspace(
@@ -248,8 +255,13 @@ class StepContext:
     def _write(
         self, task_id: str, goal: str, items: Sequence[ItemRow], entries: Sequence[str]
     ) -> None:
+        lines = self._lines.pop(task_id, None) or ItemLines()
+        self._lines[task_id] = lines
+        while len(self._lines) > CACHED_TASKS:
+            self._lines.popitem(last=False)
         self.workspace(task_id).write_files(
-            plan_document(task_id, goal, items), progress_document(task_id, goal, items, entries)
+            plan_document(task_id, goal, items, lines),
+            progress_document(task_id, goal, items, entries),
         )
 
     async def _entries(self, task_id: str, seq: int) -> _Entries:
@@ -286,6 +298,7 @@ class StepContext:
         """The run ended here: its cached entries are no longer needed."""
         self._rendered.pop(task_id, None)
         self._recorded.pop(task_id, None)
+        self._lines.pop(task_id, None)
 
     # ---- restarting an item -------------------------------------------------------------
 

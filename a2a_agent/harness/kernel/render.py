@@ -6,6 +6,7 @@ crash rewrites them identically instead of appending a second entry.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -41,14 +42,39 @@ class TransitionLike(Protocol):
     def at(self) -> datetime | None: ...
 
 
-def plan_document(task_id: str, goal: str, items: Sequence[ItemRow]) -> str:
-    """The plan as JSON, one item per line (readable, and written by the C encoder): each item
-    as the plan artifact shows it (`views.item_view`, the one place either is made)."""
-    rows = [
-        # sort_keys: a dict read back from jsonb has its keys in another order
-        json.dumps(to_wire(item_view(i)), ensure_ascii=False, sort_keys=True)
-        for i in items
-    ]
+def item_line(item: ItemRow) -> str:
+    """An item's line of plan.json: the item as the plan artifact shows it (`views.item_view`,
+    the one place either is made), written by the C encoder."""
+    # sort_keys: a dict read back from jsonb has its keys in another order
+    return json.dumps(to_wire(item_view(item)), ensure_ascii=False, sort_keys=True)
+
+
+class ItemLines:
+    """A task's items' lines of plan.json as last written: a step changes an item or two, and
+    only theirs are made again (every item's, with its history, was most of a step's time)."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, tuple[ItemRow, str]] = {}
+
+    def line(self, item: ItemRow) -> str:
+        found = self._lines.get(item.item_id)
+        # A row read again (a new object) is the same row when its fields are; its clock
+        # (`elapsed_s`) is not in its view.
+        if found is not None and (
+            found[0] is item or found[0] == dataclasses.replace(item, elapsed_s=found[0].elapsed_s)
+        ):
+            return found[1]
+        line = item_line(item)
+        self._lines[item.item_id] = (item, line)
+        return line
+
+
+def plan_document(
+    task_id: str, goal: str, items: Sequence[ItemRow], lines: ItemLines | None = None
+) -> str:
+    """The plan as JSON, one item per line (readable; `item_line`), from `lines` where an
+    item's is kept."""
+    rows = [lines.line(i) if lines is not None else item_line(i) for i in items]
     goal_json = json.dumps(goal, ensure_ascii=False)
     head = f'{{\n  "taskId": {json.dumps(task_id)},\n  "goal": {goal_json},\n  "items": '
     if not rows:
