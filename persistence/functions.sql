@@ -142,8 +142,8 @@ $$;
 -- metadata.progress and metadata.verification are the `summary` the caller computed from the
 -- items (persistence/views.py: plan_summary), stored as given.
 -- p_change: {transitions: [{item_id, attempt, from_state, to_state, reason, at}], state,
--- status_text, items_changed, summary, charged, report, fingerprint, checkpoint_sha,
--- metadata_patch, policy_patch, closing_segment}.
+-- status_text, items_changed, plan_items, summary, charged, report, fingerprint,
+-- checkpoint_sha, metadata_patch, policy_patch, closing_segment}.
 CREATE OR REPLACE FUNCTION apply_task_change(
     p_task_id text, p_change jsonb, p_seq integer, p_event_seq integer
 ) RETURNS void
@@ -155,6 +155,11 @@ DECLARE
     v_state text := p_change ->> 'state';
     v_items_changed boolean := coalesce((p_change ->> 'items_changed')::boolean, false);
     v_items_written boolean := v_items_changed;
+    -- The items a step changed in place, each {index, id, item} (record_step): the plan
+    -- artifact takes them where they stand instead of being assembled from every item.
+    v_plan_items jsonb := nullif(p_change -> 'plan_items', 'null'::jsonb);
+    v_plan jsonb;
+    v_entry jsonb;
     v_charged boolean := coalesce((p_change ->> 'charged')::boolean, false);
     v_report jsonb := nullif(p_change -> 'report', 'null'::jsonb);
     v_plan_seq integer;
@@ -188,8 +193,23 @@ BEGIN
         UPDATE tasks SET segment = segment + 1 WHERE id = p_task_id;
     END IF;
     -- A request asked or decided shows in the plan artifact (its `decisions`).
-    v_items_changed := v_items_changed
-        OR (v_state IS NOT NULL AND 'input_required' IN (v_state, v_was));
+    IF v_state IS NOT NULL AND 'input_required' IN (v_state, v_was) THEN
+        v_items_changed := true;
+        v_plan_items := NULL;  -- the decisions change: the plan is assembled anew
+    END IF;
+    IF v_items_changed AND v_plan_items IS NOT NULL THEN
+        -- Each changed item where the plan has it; the plan is assembled anew if one is not
+        -- found there (no plan yet, or another order).
+        SELECT plan INTO v_plan FROM tasks WHERE id = p_task_id;
+        FOR v_entry IN SELECT value FROM jsonb_array_elements(v_plan_items) LOOP
+            IF v_plan -> 'items' -> ((v_entry ->> 'index')::integer) ->> 'id'
+               IS DISTINCT FROM v_entry ->> 'id' THEN
+                v_plan := NULL;
+                EXIT;
+            END IF;
+            v_plan := jsonb_set(v_plan, ARRAY['items', v_entry ->> 'index'], v_entry -> 'item');
+        END LOOP;
+    END IF;
     FOR v_transition IN
         SELECT value FROM jsonb_array_elements(coalesce(p_change -> 'transitions', '[]'::jsonb))
     LOOP
@@ -231,6 +251,7 @@ BEGIN
         checkpoint_sha = coalesce(p_change ->> 'checkpoint_sha', t.checkpoint_sha),
         report = coalesce(v_report, t.report),
         plan = CASE WHEN NOT v_items_changed THEN t.plan
+                    WHEN v_plan IS NOT NULL THEN v_plan
                     WHEN s.items_total = 0 THEN NULL ELSE s.plan END,
         metadata = t.metadata
             || coalesce(nullif(p_change -> 'summary', 'null'::jsonb), '{}'::jsonb)
@@ -267,7 +288,7 @@ BEGIN
         FROM tasks t2 LEFT JOIN items i ON i.task_id = t2.id
         WHERE t2.id = p_task_id
         GROUP BY t2.id, t2.goal
-    ) AS s ON v_items_changed
+    ) AS s ON v_items_changed AND v_plan IS NULL
     WHERE t.id = p_task_id
     RETURNING t.parent_id INTO v_parent;
     IF v_event <> p_event_seq THEN
@@ -334,6 +355,8 @@ DECLARE
     v_facts jsonb := coalesce(nullif(p_step -> 'facts', 'null'::jsonb), '[]'::jsonb);
     v_patch jsonb := nullif(p_step -> 'metadata_patch', 'null'::jsonb);
     v_delegation jsonb := nullif(p_step -> 'delegation', 'null'::jsonb);
+    v_position integer;
+    v_plan_items jsonb := '[]'::jsonb;
 BEGIN
     IF NOT p_step ? 'summary' THEN
         PERFORM refuse_older_code('record_step');
@@ -418,6 +441,9 @@ BEGIN
                 FROM facts WHERE task_id = p_task_id));
         END IF;
         PERFORM insert_items(p_task_id, v_new_items);
+        IF jsonb_array_length(v_new_items) > 0 THEN
+            v_plan_items := NULL;  -- the plan grows: it is assembled anew
+        END IF;
         -- The step's item, and any more it changes at once (a re-verification round): each
         -- row as persistence/views.py worked it out from the row the step read, with its view.
         FOR v_item IN
@@ -441,8 +467,15 @@ BEGIN
                                   THEN coalesce(started_at, clock_timestamp())
                                   ELSE started_at END,
                 updated_at = clock_timestamp()
-            WHERE task_id = p_task_id AND item_id = v_item ->> 'item_id';
+            WHERE task_id = p_task_id AND item_id = v_item ->> 'item_id'
+            RETURNING position INTO v_position;
             v_changed := v_changed + 1;
+            -- Where the plan artifact shows it (items in order of position), and as it does.
+            v_plan_items := v_plan_items || jsonb_build_array(jsonb_build_object(
+                'id', v_item ->> 'item_id',
+                'index', (SELECT count(*) FROM items
+                          WHERE task_id = p_task_id AND position < v_position),
+                'item', (v_item -> 'view') || jsonb_build_object('history', v_item -> 'history')));
         END LOOP;
         -- The run's results, kept whole for the URLs they are served from.
         INSERT INTO task_files (task_id, kind, name, media_type, filename, size, sha256, body)
@@ -486,6 +519,7 @@ BEGIN
                 'status_text', coalesce(nullif(p_step -> 'status_text', 'null'::jsonb),
                                         to_jsonb(v_locked.status_text)),
                 'items_changed', v_changed > 0 OR jsonb_array_length(v_new_items) > 0,
+                'plan_items', v_plan_items,
                 'summary', p_step -> 'summary',
                 'charged', v_charge IS NOT NULL,
                 'report', p_step -> 'report',

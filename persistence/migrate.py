@@ -28,8 +28,8 @@ from persistence.views import stored_view
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 # Bump FUNCTIONS_VERSION with every change of functions.sql, and set FUNCTIONS_SHA256 to
 # the file's sha256 (the migrations test says what it is).
-FUNCTIONS_VERSION = 5
-FUNCTIONS_SHA256 = "7399a8d6340520f39dc84019767659bbd67b88bc2f30ad0b802cb6a5beb48ba6"
+FUNCTIONS_VERSION = 6
+FUNCTIONS_SHA256 = "69afb3ac6be853912b7c6877d29e338c88dcfce9d68ec42f89b49e1f301b16a6"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ one path of the function through `PostgresRunStore.record_step` and checks the r
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, LiteralString
 
 import pytest
 
@@ -289,6 +289,70 @@ async def test_an_item_change_and_more_items_update_their_rows(pool: Pool) -> No
     [again] = await rows(pool, "SELECT started_at FROM items WHERE item_id = 'i0'")
     assert again == started and started["started_at"] is not None  # the first attempt's
     assert (await task(pool, t))["metadata"]["progress"]["items_skipped"] == 1
+
+
+# The plan artifact assembled from every item's row, as apply_task_change() does when it
+# cannot take the changed items where the plan has them.
+PLAN_ANEW: LiteralString = """
+SELECT jsonb_build_object(
+           'goal', t.goal,
+           'items', (SELECT coalesce(jsonb_agg(i.view || jsonb_build_object('history', i.history)
+                                               ORDER BY i.position), '[]'::jsonb)
+                     FROM items i WHERE i.task_id = t.id),
+           'decisions', t.plan -> 'decisions') AS plan
+FROM tasks t WHERE t.id = %s
+"""
+
+
+async def plan_anew(pool: Pool, task_id: str) -> Any:
+    return (await rows(pool, PLAN_ANEW, task_id))[0]["plan"]
+
+
+async def test_the_plan_takes_changed_items_where_it_has_them(pool: Pool) -> None:
+    """A step that changes items in place puts each where the plan shows it; the artifact is
+    what assembling it from every row gives, step after step, new items and requests too."""
+    runs, t = PostgresRunStore(pool), await made(pool, items=3)
+    steps = [
+        step(t, "a", item=ItemChange("i1", "in_progress", 1, history=[{"a": 1}])),
+        step(t, "b", item=ItemChange("i1", "done", 1, commit_sha="c1", history=[{"a": 2}])),
+        step(
+            t,
+            "c",
+            item=ItemChange("i2", "in_progress", 1),
+            more_items=[ItemChange("i0", "skipped", 0)],
+        ),
+        step(t, "d", new_items=[NewItem("n1", "new", "true", "true", 5, 2)], first_position=3),
+        step(t, "e", item=ItemChange("n1", "in_progress", 1, history=[{"n": 1}])),
+        step(
+            t,
+            "f",
+            item=ItemChange("i2", "verifying", 1),
+            task_state="input_required",
+            pause=PauseRequest(
+                "p1", "irreversible_action", "may it?", ["yes"], "deny", 60, item_id="i2"
+            ),
+        ),
+    ]
+    for made_step in steps:
+        await recorded(runs, t, made_step)
+        assert (await task(pool, t))["plan"] == await plan_anew(pool, t), made_step.step
+    plan = (await task(pool, t))["plan"]
+    assert [(i["id"], i["status"]) for i in plan["items"]] == [
+        ("i0", "skipped"),
+        ("i1", "done"),
+        ("i2", "verifying"),
+        ("n1", "in_progress"),
+    ]
+    assert [d["id"] for d in plan["decisions"]] == ["p1"]
+    # An item written behind the functions' back stays as the plan had it while others
+    # change in place: the plan was not assembled anew.
+    async with read(pool) as conn:
+        await conn.execute(
+            "UPDATE items SET view = view || '{\"title\": \"behind\"}' WHERE item_id = 'i0'"
+        )
+    await recorded(runs, t, step(t, "g", item=ItemChange("n1", "verifying", 1)))
+    assert (await task(pool, t))["plan"]["items"][0]["title"] == "item 0"
+    assert (await plan_anew(pool, t))["items"][0]["title"] == "behind"
 
 
 async def test_outputs_and_checkpoints_are_kept(pool: Pool) -> None:
