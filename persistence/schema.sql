@@ -337,3 +337,15 @@ CREATE TABLE delegation_answers (
 );
 CREATE INDEX delegation_answers_pending ON delegation_answers (updated_at)
     WHERE state = 'pending';
+
+-- lz4 for the large JSON written on every step, where the server has it (migration 28).
+DO $$
+BEGIN
+    ALTER TABLE tasks ALTER COLUMN plan SET COMPRESSION lz4;
+    ALTER TABLE tasks ALTER COLUMN report SET COMPRESSION lz4;
+    ALTER TABLE events ALTER COLUMN body SET COMPRESSION lz4;
+    ALTER TABLE items ALTER COLUMN history SET COMPRESSION lz4;
+EXCEPTION WHEN feature_not_supported THEN
+    NULL;
+END
+$$;

@@ -35,6 +35,11 @@ SCHEMA_QUERIES = {
     "indexes": """
         SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'
         ORDER BY 1, 2""",
+    "compression": """
+        SELECT attrelid::regclass::text, attname, attcompression FROM pg_attribute
+        WHERE attcompression <> '' AND attrelid IN (
+            SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace)
+        ORDER BY 1, 2""",
     "triggers": """
         SELECT tgrelid::regclass::text, tgname, pg_get_triggerdef(oid) FROM pg_trigger
         WHERE NOT tgisinternal ORDER BY 1, 2""",
