@@ -6,67 +6,116 @@
 -- (0.73 ms for budget_status here), a PL/pgSQL one keeps its plan per session (0.31 ms).
 
 -- A task's budget, per dimension: used (what its steps were charged), reserved (spending on
--- record but not charged yet: reservations) and limit.
+-- record but not charged yet: reservations) and limit. The sums are budget_totals' (kept as
+-- charges are written: keep_budget_totals below), not the ledger's, so a step of a long run
+-- reads one row, not every charge of it.
 -- `p_exclude_key` leaves out one step's own reservation when that step checks before spending.
 CREATE OR REPLACE FUNCTION budget_status(p_task_id text, p_exclude_key text) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_task record;
+    v_sum budget_totals;
+    v_own budget_charges;
+    v_last_done timestamptz;
+    v_steps bigint;
+    v_reserved boolean;
 BEGIN
-    RETURN (
-    WITH t AS (SELECT id, budget, created_at, waited_s
-                      + CASE WHEN state = 'input_required'
-                             THEN extract(epoch FROM clock_timestamp() - status_at) ELSE 0 END
-                      AS waited_s
-               FROM tasks WHERE id = p_task_id),
-        charges AS (
-            SELECT * FROM budget_charges WHERE task_id = p_task_id AND key <> p_exclude_key
-        ),
-        totals AS (
-            SELECT coalesce(sum(tokens) FILTER (WHERE kind <> 'reservation'), 0) AS tokens,
-                   coalesce(sum(usd) FILTER (WHERE kind <> 'reservation'), 0) AS usd,
-                   coalesce(sum(tokens) FILTER (WHERE kind = 'reservation'), 0) AS tokens_reserved,
-                   coalesce(sum(usd) FILTER (WHERE kind = 'reservation'), 0) AS usd_reserved,
-                   coalesce(sum(actions), 0) AS actions
-            FROM charges
-        ),
-        by_tool AS (
-            SELECT coalesce(jsonb_object_agg(tool, jsonb_build_object(
-                       'used', n, 'limit', (SELECT budget -> 'max_actions' -> tool FROM t))),
-                       '{}'::jsonb) AS tools
-            FROM (SELECT tool, sum(actions) AS n FROM charges WHERE tool IS NOT NULL
-                  GROUP BY tool) x
-        ),
-        progress AS (
-            SELECT count(*) AS steps FROM charges
-            WHERE kind NOT IN ('reservation', 'child')
-              AND at > coalesce((SELECT max(at) FROM transitions
-                                 WHERE task_id = p_task_id AND to_state = 'done'),
-                                '-infinity'::timestamptz)
-        )
-        SELECT jsonb_build_object(
-            'usd', jsonb_build_object('used', round(totals.usd, 6),
-                                      'reserved', round(totals.usd_reserved, 6),
-                                      'limit', t.budget -> 'max_usd'),
-            'tokens', jsonb_build_object('used', totals.tokens,
-                                         'reserved', totals.tokens_reserved,
-                                         'limit', t.budget -> 'max_tokens'),
-            -- Wall time is the run's own: time spent waiting for a person is not counted
-            -- (the age is, against the server's maximum run age).
-            'wall_s', jsonb_build_object(
-                'used', round((extract(epoch FROM clock_timestamp() - t.created_at)
-                               - t.waited_s)::numeric, 1),
-                'waited', round(t.waited_s::numeric, 1),
-                'age', round(extract(epoch FROM clock_timestamp() - t.created_at)::numeric, 1),
-                'limit', t.budget -> 'max_wall_s'),
-            'steps_without_progress', jsonb_build_object(
-                'used', progress.steps, 'limit', t.budget -> 'max_steps_without_progress'),
-            'actions', jsonb_build_object(
-                'used', totals.actions, 'limit', t.budget -> 'max_actions' -> '*'),
-            'actions_by_tool', by_tool.tools,
-            'limits', t.budget,
-            'alerts', (SELECT coalesce(jsonb_agg(dimension || ':' || threshold), '[]'::jsonb)
-                       FROM budget_alerts WHERE task_id = p_task_id))
-        FROM t, totals, by_tool, progress
-    );
+    SELECT id, budget, created_at, waited_s
+           + CASE WHEN state = 'input_required'
+                  THEN extract(epoch FROM clock_timestamp() - status_at) ELSE 0 END
+           AS waited_s
+    INTO v_task FROM tasks WHERE id = p_task_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO v_sum FROM budget_totals WHERE task_id = p_task_id;
+    SELECT * INTO v_own FROM budget_charges WHERE key = p_exclude_key AND task_id = p_task_id;
+    v_reserved := v_own.kind = 'reservation';
+    -- Steps without progress: charged after the last item was done (its index: migration 29).
+    v_last_done := (SELECT max(at) FROM transitions WHERE task_id = p_task_id AND to_state = 'done');
+    SELECT count(*) INTO v_steps FROM budget_charges
+    WHERE task_id = p_task_id AND key <> p_exclude_key AND kind NOT IN ('reservation', 'child')
+          AND at > coalesce(v_last_done, '-infinity'::timestamptz);
+    RETURN jsonb_build_object(
+        'usd', jsonb_build_object(
+            'used', round(coalesce(v_sum.usd, 0)
+                          - CASE WHEN v_reserved IS FALSE THEN v_own.usd ELSE 0 END, 6),
+            'reserved', round(coalesce(v_sum.usd_reserved, 0)
+                              - CASE WHEN v_reserved THEN v_own.usd ELSE 0 END, 6),
+            'limit', v_task.budget -> 'max_usd'),
+        'tokens', jsonb_build_object(
+            'used', coalesce(v_sum.tokens, 0)
+                    - CASE WHEN v_reserved IS FALSE THEN v_own.tokens ELSE 0 END,
+            'reserved', coalesce(v_sum.tokens_reserved, 0)
+                        - CASE WHEN v_reserved THEN v_own.tokens ELSE 0 END,
+            'limit', v_task.budget -> 'max_tokens'),
+        -- Wall time is the run's own: time spent waiting for a person is not counted (the
+        -- age is, against the server's maximum run age).
+        'wall_s', jsonb_build_object(
+            'used', round((extract(epoch FROM clock_timestamp() - v_task.created_at)
+                           - v_task.waited_s)::numeric, 1),
+            'waited', round(v_task.waited_s::numeric, 1),
+            'age', round(extract(epoch FROM clock_timestamp() - v_task.created_at)::numeric, 1),
+            'limit', v_task.budget -> 'max_wall_s'),
+        'steps_without_progress', jsonb_build_object(
+            'used', v_steps, 'limit', v_task.budget -> 'max_steps_without_progress'),
+        'actions', jsonb_build_object(
+            'used', coalesce(v_sum.actions, 0) - coalesce(v_own.actions, 0),
+            'limit', v_task.budget -> 'max_actions' -> '*'),
+        'actions_by_tool', (
+            SELECT coalesce(jsonb_object_agg(t.tool, jsonb_build_object(
+                       'used', t.used, 'limit', v_task.budget -> 'max_actions' -> t.tool)),
+                       '{}'::jsonb)
+            FROM (SELECT n.key AS tool,
+                         n.value::bigint - CASE WHEN n.key = v_own.tool THEN v_own.actions
+                                                ELSE 0 END AS used
+                  FROM jsonb_each_text(coalesce(v_sum.by_tool, '{}'::jsonb)) AS n) AS t
+            WHERE t.used <> 0),
+        'limits', v_task.budget,
+        'alerts', (SELECT coalesce(jsonb_agg(dimension || ':' || threshold), '[]'::jsonb)
+                   FROM budget_alerts WHERE task_id = p_task_id));
+END
+$$;
+
+-- budget_totals as each charge is written, changed or removed: what budget_status() sums.
+CREATE OR REPLACE FUNCTION keep_budget_totals() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        UPDATE budget_totals AS b
+        SET tokens = b.tokens - CASE WHEN OLD.kind <> 'reservation' THEN OLD.tokens ELSE 0 END,
+            usd = b.usd - CASE WHEN OLD.kind <> 'reservation' THEN OLD.usd ELSE 0 END,
+            tokens_reserved = b.tokens_reserved
+                              - CASE WHEN OLD.kind = 'reservation' THEN OLD.tokens ELSE 0 END,
+            usd_reserved = b.usd_reserved
+                           - CASE WHEN OLD.kind = 'reservation' THEN OLD.usd ELSE 0 END,
+            actions = b.actions - OLD.actions,
+            by_tool = CASE WHEN OLD.tool IS NULL THEN b.by_tool
+                           ELSE b.by_tool || jsonb_build_object(OLD.tool,
+                               coalesce((b.by_tool ->> OLD.tool)::bigint, 0) - OLD.actions) END
+        WHERE b.task_id = OLD.task_id;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO budget_totals AS b (task_id, tokens, usd, tokens_reserved, usd_reserved,
+                                        actions, by_tool)
+        VALUES (NEW.task_id,
+                CASE WHEN NEW.kind <> 'reservation' THEN NEW.tokens ELSE 0 END,
+                CASE WHEN NEW.kind <> 'reservation' THEN NEW.usd ELSE 0 END,
+                CASE WHEN NEW.kind = 'reservation' THEN NEW.tokens ELSE 0 END,
+                CASE WHEN NEW.kind = 'reservation' THEN NEW.usd ELSE 0 END,
+                NEW.actions,
+                CASE WHEN NEW.tool IS NULL THEN '{}'::jsonb
+                     ELSE jsonb_build_object(NEW.tool, NEW.actions) END)
+        ON CONFLICT (task_id) DO UPDATE
+        SET tokens = b.tokens + excluded.tokens, usd = b.usd + excluded.usd,
+            tokens_reserved = b.tokens_reserved + excluded.tokens_reserved,
+            usd_reserved = b.usd_reserved + excluded.usd_reserved,
+            actions = b.actions + excluded.actions,
+            by_tool = CASE WHEN NEW.tool IS NULL THEN b.by_tool
+                           ELSE b.by_tool || jsonb_build_object(NEW.tool,
+                               coalesce((b.by_tool ->> NEW.tool)::bigint, 0) + NEW.actions) END;
+    END IF;
+    RETURN NULL;
 END
 $$;
 
@@ -695,6 +744,28 @@ BEGIN
                            v_table || '_fold_metrics', v_table, 'fold_' || v_table);
         END IF;
     END LOOP;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                   WHERE tgname = 'budget_charges_keep_totals' AND NOT tgisinternal) THEN
+        -- The totals start from the ledger as it is, with no charge written in between.
+        LOCK TABLE budget_charges IN SHARE ROW EXCLUSIVE MODE;
+        CREATE TRIGGER budget_charges_keep_totals
+        AFTER INSERT OR UPDATE OR DELETE ON budget_charges
+        FOR EACH ROW EXECUTE FUNCTION keep_budget_totals();
+        DELETE FROM budget_totals;
+        INSERT INTO budget_totals (task_id, tokens, usd, tokens_reserved, usd_reserved, actions,
+                                   by_tool)
+        SELECT c.task_id,
+               coalesce(sum(c.tokens) FILTER (WHERE c.kind <> 'reservation'), 0),
+               coalesce(sum(c.usd) FILTER (WHERE c.kind <> 'reservation'), 0),
+               coalesce(sum(c.tokens) FILTER (WHERE c.kind = 'reservation'), 0),
+               coalesce(sum(c.usd) FILTER (WHERE c.kind = 'reservation'), 0),
+               coalesce(sum(c.actions), 0),
+               (SELECT coalesce(jsonb_object_agg(x.tool, x.n), '{}'::jsonb)
+                FROM (SELECT tool, sum(actions) AS n FROM budget_charges
+                      WHERE task_id = c.task_id AND tool IS NOT NULL GROUP BY tool) AS x)
+        FROM budget_charges c
+        GROUP BY c.task_id;
+    END IF;
 END
 $$;
 
@@ -1036,6 +1107,9 @@ DECLARE
 BEGIN
     SELECT parent_id INTO v_up FROM tasks WHERE id = p_task_id;
     WHILE v_up IS NOT NULL LOOP
+        -- The ancestor's row first, then its totals (by the charge's trigger): the order in
+        -- which the ancestor's own steps take them, so the two never wait on each other.
+        PERFORM 1 FROM tasks WHERE id = v_up FOR UPDATE;
         INSERT INTO budget_charges (key, task_id, kind, tool, tokens, usd, actions, at)
         VALUES (p_key || '@' || v_up, v_up, 'child', p_charge ->> 'tool',
                 (p_charge ->> 'tokens')::bigint, (p_charge ->> 'usd')::numeric,

@@ -28,8 +28,8 @@ from persistence.views import stored_view
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 # Bump FUNCTIONS_VERSION with every change of functions.sql, and set FUNCTIONS_SHA256 to
 # the file's sha256 (the migrations test says what it is).
-FUNCTIONS_VERSION = 6
-FUNCTIONS_SHA256 = "69afb3ac6be853912b7c6877d29e338c88dcfce9d68ec42f89b49e1f301b16a6"
+FUNCTIONS_VERSION = 7
+FUNCTIONS_SHA256 = "954e0c5c3d110ee7bb997a13d48a2985c061a9566908bd5f8208fc9b0ece2799"
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,7 @@ CREATE TABLE transitions (
     at         timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (task_id, seq)
 );
+CREATE INDEX transitions_done ON transitions (task_id, at) WHERE to_state = 'done';
 
 CREATE TABLE events (
     task_id text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
@@ -160,6 +161,16 @@ CREATE TABLE budget_charges (
     at       timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX budget_charges_task ON budget_charges (task_id, at);
+-- Kept by a trigger on budget_charges (functions.sql): what budget_status() sums.
+CREATE TABLE budget_totals (
+    task_id         text PRIMARY KEY REFERENCES tasks (id) ON DELETE CASCADE,
+    tokens          bigint NOT NULL DEFAULT 0,
+    usd             numeric NOT NULL DEFAULT 0,
+    tokens_reserved bigint NOT NULL DEFAULT 0,
+    usd_reserved    numeric NOT NULL DEFAULT 0,
+    actions         bigint NOT NULL DEFAULT 0,
+    by_tool         jsonb NOT NULL DEFAULT '{}'::jsonb  -- actions per tool
+);
 
 CREATE TABLE budget_alerts (
     task_id   text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
