@@ -1,4 +1,5 @@
-"""Numbered SQL migrations with a version table; a fresh database gets schema.sql at once.
+"""Numbered SQL migrations with a version table; a fresh database gets schema.sql (the first
+migrations in one file) and the migrations after it.
 
 `functions.sql` (the PL/pgSQL the stores call) is applied after the migrations on every
 start, under a version of its own: `FUNCTIONS_VERSION`, recorded in `schema_functions`. A
@@ -29,6 +30,9 @@ _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 # Bump FUNCTIONS_VERSION with every change of functions.sql, and set FUNCTIONS_SHA256 to
 # the file's sha256 (the migrations test says what it is).
 FUNCTIONS_VERSION = 7
+# schema.sql is the migrations up to this one in one file: a fresh database gets it, then
+# the migrations after it (which are not written twice).
+SCHEMA_SQL_VERSION = 26
 FUNCTIONS_SHA256 = "954e0c5c3d110ee7bb997a13d48a2985c061a9566908bd5f8208fc9b0ece2799"
 
 
@@ -81,9 +85,10 @@ async def migrate(conninfo: str, *, step_by_step: bool = False) -> list[int]:
 async def _migrate(conninfo: str, *, step_by_step: bool) -> list[int]:
     """Bring the database to the latest version; returns the versions applied now.
 
-    A database without our tables gets `schema.sql` in one go (unless `step_by_step`), and
-    every version is recorded; an existing one gets each missing migration in order, each in
-    its own transaction. Concurrent callers serialise on an advisory lock.
+    A database without our tables gets `schema.sql` in one go (unless `step_by_step`), then
+    the migrations after `SCHEMA_SQL_VERSION`, and every version is recorded; an existing
+    one gets each missing migration in order, each in its own transaction. Concurrent callers
+    serialise on an advisory lock.
     """
     applied_now: list[int] = []
     all_migrations = migrations()
@@ -104,9 +109,11 @@ async def _migrate(conninfo: str, *, step_by_step: bool) -> list[int]:
             tables_present = bool(row and row[0])
             if not applied and not tables_present and not step_by_step:
                 await conn.execute(_read_sql(fresh_schema()))
-                await _apply_functions(conn)
                 for m in all_migrations:
+                    if m.version > SCHEMA_SQL_VERSION:
+                        await conn.execute(_read_sql(m.sql))
                     await conn.execute(q("record_version"), {"version": m.version, "name": m.name})
+                await _apply_functions(conn)
                 return [m.version for m in all_migrations]
         for m in all_migrations:
             if m.version in applied:

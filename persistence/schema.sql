@@ -1,5 +1,7 @@
--- The whole current schema, for a fresh install. Keep it equal to the migrations in order;
--- tests/test_migrations.py compares the two.
+-- The schema of migrations 1 to 26 in one file, for a fresh install, which then gets the
+-- migrations after it (persistence/migrate.py, SCHEMA_SQL_VERSION). Keep it equal to those
+-- migrations in order; tests/test_migrations.py compares a fresh install with one made
+-- migration by migration.
 
 CREATE TABLE tasks (
     id             text PRIMARY KEY,
@@ -29,8 +31,7 @@ CREATE TABLE tasks (
     base_sha       text,
     trace_context  text,
     compacted_at   timestamptz,
-    parent_id      text,
-    items_rev      bigint NOT NULL DEFAULT 0
+    parent_id      text
 );
 CREATE INDEX tasks_owner_status_at ON tasks (owner, status_at DESC, id DESC);
 CREATE INDEX tasks_owner_context ON tasks (owner, context_id);
@@ -92,7 +93,6 @@ CREATE TABLE transitions (
     at         timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (task_id, seq)
 );
-CREATE INDEX transitions_done ON transitions (task_id, at) WHERE to_state = 'done';
 
 CREATE TABLE events (
     task_id text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
@@ -161,16 +161,6 @@ CREATE TABLE budget_charges (
     at       timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX budget_charges_task ON budget_charges (task_id, at);
--- Kept by a trigger on budget_charges (functions.sql): what budget_status() sums.
-CREATE TABLE budget_totals (
-    task_id         text PRIMARY KEY REFERENCES tasks (id) ON DELETE CASCADE,
-    tokens          bigint NOT NULL DEFAULT 0,
-    usd             numeric NOT NULL DEFAULT 0,
-    tokens_reserved bigint NOT NULL DEFAULT 0,
-    usd_reserved    numeric NOT NULL DEFAULT 0,
-    actions         bigint NOT NULL DEFAULT 0,
-    by_tool         jsonb NOT NULL DEFAULT '{}'::jsonb  -- actions per tool
-);
 
 CREATE TABLE budget_alerts (
     task_id   text NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
@@ -348,15 +338,3 @@ CREATE TABLE delegation_answers (
 );
 CREATE INDEX delegation_answers_pending ON delegation_answers (updated_at)
     WHERE state = 'pending';
-
--- lz4 for the large JSON written on every step, where the server has it (migration 28).
-DO $$
-BEGIN
-    ALTER TABLE tasks ALTER COLUMN plan SET COMPRESSION lz4;
-    ALTER TABLE tasks ALTER COLUMN report SET COMPRESSION lz4;
-    ALTER TABLE events ALTER COLUMN body SET COMPRESSION lz4;
-    ALTER TABLE items ALTER COLUMN history SET COMPRESSION lz4;
-EXCEPTION WHEN feature_not_supported THEN
-    NULL;
-END
-$$;

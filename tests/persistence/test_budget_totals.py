@@ -1,5 +1,5 @@
 """budget_status() sums budget_totals, kept by a trigger as charges are written: what it says
-is what summing the whole ledger says (the function before migration 29, kept here), for
+is what summing the whole ledger says (worked out here from its rows), for
 every kind of charge, a reservation turned into its charge, a child's charges on its parent,
 an excluded reservation and items done in between.
 """
@@ -11,77 +11,53 @@ from typing import Any, LiteralString
 from persistence.db import Pool, read
 from tests.persistence.rows import made
 
-FROM_LEDGER: LiteralString = """
-WITH t AS (SELECT id, budget, created_at, waited_s
-                  + CASE WHEN state = 'input_required'
-                         THEN extract(epoch FROM clock_timestamp() - status_at) ELSE 0 END
-                  AS waited_s
-           FROM tasks WHERE id = %(task)s),
-    charges AS (
-        SELECT * FROM budget_charges WHERE task_id = %(task)s AND key <> %(exclude)s
-    ),
-    totals AS (
-        SELECT coalesce(sum(tokens) FILTER (WHERE kind <> 'reservation'), 0) AS tokens,
-               coalesce(sum(usd) FILTER (WHERE kind <> 'reservation'), 0) AS usd,
-               coalesce(sum(tokens) FILTER (WHERE kind = 'reservation'), 0) AS tokens_reserved,
-               coalesce(sum(usd) FILTER (WHERE kind = 'reservation'), 0) AS usd_reserved,
-               coalesce(sum(actions), 0) AS actions
-        FROM charges
-    ),
-    by_tool AS (
-        SELECT coalesce(jsonb_object_agg(tool, jsonb_build_object(
-                   'used', n, 'limit', (SELECT budget -> 'max_actions' -> tool FROM t))),
-                   '{}'::jsonb) AS tools
-        FROM (SELECT tool, sum(actions) AS n FROM charges WHERE tool IS NOT NULL
-              GROUP BY tool) x
-    ),
-    progress AS (
-        SELECT count(*) AS steps FROM charges
-        WHERE kind NOT IN ('reservation', 'child')
-          AND at > coalesce((SELECT max(at) FROM transitions
-                             WHERE task_id = %(task)s AND to_state = 'done'),
-                            '-infinity'::timestamptz)
-    )
-    SELECT jsonb_build_object(
-        'usd', jsonb_build_object('used', round(totals.usd, 6),
-                                  'reserved', round(totals.usd_reserved, 6),
-                                  'limit', t.budget -> 'max_usd'),
-        'tokens', jsonb_build_object('used', totals.tokens,
-                                     'reserved', totals.tokens_reserved,
-                                     'limit', t.budget -> 'max_tokens'),
-        -- Wall time is the run's own: time spent waiting for a person is not counted
-        -- (the age is, against the server's maximum run age).
-        'wall_s', jsonb_build_object(
-            'used', round((extract(epoch FROM clock_timestamp() - t.created_at)
-                           - t.waited_s)::numeric, 1),
-            'waited', round(t.waited_s::numeric, 1),
-            'age', round(extract(epoch FROM clock_timestamp() - t.created_at)::numeric, 1),
-            'limit', t.budget -> 'max_wall_s'),
-        'steps_without_progress', jsonb_build_object(
-            'used', progress.steps, 'limit', t.budget -> 'max_steps_without_progress'),
-        'actions', jsonb_build_object(
-            'used', totals.actions, 'limit', t.budget -> 'max_actions' -> '*'),
-        'actions_by_tool', by_tool.tools,
-        'limits', t.budget,
-        'alerts', (SELECT coalesce(jsonb_agg(dimension || ':' || threshold), '[]'::jsonb)
-                   FROM budget_alerts WHERE task_id = %(task)s))
-    FROM t, totals, by_tool, progress
-"""
+
+def from_ledger(charges: list[dict[str, Any]], last_done: Any, exclude: str) -> dict[str, Any]:
+    """What the ledger sums to, worked out here from its rows (the oracle the totals answer
+    to): used and reserved money and tokens, actions in all and per tool, and the steps
+    charged after the last item was done (reservations and children's charges aside)."""
+    rows = [c for c in charges if c["key"] != exclude]
+    spent = [c for c in rows if c["kind"] != "reservation"]
+    held = [c for c in rows if c["kind"] == "reservation"]
+    tools: dict[str, int] = {}
+    for c in rows:
+        if c["tool"] is not None:
+            tools[c["tool"]] = tools.get(c["tool"], 0) + c["actions"]
+    after = [c for c in rows if last_done is None or c["at"] > last_done]
+    return {
+        "usd": [float(sum(c["usd"] for c in spent)), float(sum(c["usd"] for c in held))],
+        "tokens": [sum(c["tokens"] for c in spent), sum(c["tokens"] for c in held)],
+        "actions": sum(c["actions"] for c in rows),
+        "by_tool": {tool: n for tool, n in tools.items() if n},
+        "steps": sum(1 for c in after if c["kind"] not in ("reservation", "child")),
+    }
+
+
+def shown(status: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "usd": [float(status["usd"]["used"]), float(status["usd"]["reserved"])],
+        "tokens": [status["tokens"]["used"], status["tokens"]["reserved"]],
+        "actions": status["actions"]["used"],
+        "by_tool": {tool: n["used"] for tool, n in status["actions_by_tool"].items()},
+        "steps": status["steps_without_progress"]["used"],
+    }
 
 
 async def both(pool: Pool, task_id: str, exclude: str = "") -> tuple[Any, Any]:
+    """budget_status() as kept, and the ledger's rows summed here."""
     async with read(pool) as conn:
         cur = await conn.execute("SELECT budget_status(%s, %s) AS s", (task_id, exclude))
         row = await cur.fetchone()
         assert row is not None
-        kept = row["s"]
-        cur = await conn.execute(FROM_LEDGER, {"task": task_id, "exclude": exclude})
-        row = await cur.fetchone()
-        assert row is not None
-        summed = row["jsonb_build_object"]
-    for status in (kept, summed):  # read at two moments
-        status["wall_s"] = {k: v for k, v in status["wall_s"].items() if k == "limit"}
-    return kept, summed
+        cur = await conn.execute("SELECT * FROM budget_charges WHERE task_id = %s", (task_id,))
+        charges = await cur.fetchall()
+        cur = await conn.execute(
+            "SELECT max(at) AS at FROM transitions WHERE task_id = %s AND to_state = 'done'",
+            (task_id,),
+        )
+        done = await cur.fetchone()
+        assert done is not None
+    return shown(row["s"]), from_ledger(charges, done["at"], exclude)
 
 
 async def charge(pool: Pool, sql: LiteralString, *args: Any) -> None:
@@ -103,7 +79,7 @@ async def test_the_kept_totals_say_what_the_ledger_sums(pool: Pool) -> None:
     parent = await made(pool)
     t = await made(pool, parent_id=parent)
     kept, summed = await both(pool, t)
-    assert kept == summed and kept["tokens"]["used"] == 0  # no charge yet
+    assert kept == summed and kept["tokens"] == [0, 0]  # no charge yet
     await charge(pool, INSERT, "m1", t, "model", None, 1200, 0.012, 0)
     await charge(pool, INSERT, "b1", t, "command", "bash", 0, 0, 1)
     await charge(pool, INSERT, "r1", t, "reservation", "bash", 500, 0.005, 1)
@@ -114,9 +90,8 @@ async def test_the_kept_totals_say_what_the_ledger_sums(pool: Pool) -> None:
         kept, summed = await both(pool, t, key)
         assert kept == summed, key
     kept, _ = await both(pool, t)
-    assert (kept["tokens"]["used"], kept["tokens"]["reserved"]) == (1200, 500)
-    assert kept["actions_by_tool"]["bash"]["used"] == 2
-    assert kept["steps_without_progress"]["used"] == 1  # b2, after the item was done
+    assert kept["tokens"] == [1200, 500] and kept["by_tool"]["bash"] == 2
+    assert kept["steps"] == 1  # b2, after the item was done
     # The reservation becomes its charge (record_step's upsert), then a charge is removed.
     await charge(
         pool,
@@ -128,9 +103,9 @@ async def test_the_kept_totals_say_what_the_ledger_sums(pool: Pool) -> None:
     for task_id in (t, parent):
         kept, summed = await both(pool, task_id)
         assert kept == summed, task_id
-    assert kept["actions_by_tool"] == {"bash": {"used": 2, "limit": None}}
+    assert kept["by_tool"] == {"bash": 2}
     kept, _ = await both(pool, t)
-    assert (kept["tokens"]["used"], kept["tokens"]["reserved"]) == (2000, 0)
+    assert kept["tokens"] == [2000, 0]
 
 
 async def test_a_missing_task_has_no_status(pool: Pool) -> None:
