@@ -19,15 +19,6 @@ from persistence.records import ItemRow
 KEPT_TASKS = 1000  # a worker's runs at once are far fewer; the oldest go first
 
 
-def _same(kept: ItemRow, given: ItemRow) -> bool:
-    """`given` is the row kept, or it with its clock read again (`with_clocks`)."""
-    if kept is given:
-        return True
-    return given.timeout_s is not None and given == dataclasses.replace(
-        kept, elapsed_s=given.elapsed_s
-    )
-
-
 def with_clocks(items: Sequence[ItemRow], clocks: Mapping[str, float]) -> list[ItemRow]:
     """The items with the time their first attempts began as read now (`elapsed_s`): it moves
     while nothing is written, and only an item with a time limit of its own reads it."""
@@ -44,13 +35,9 @@ class KeptItems:
         self._limit = limit
         self._by_task: OrderedDict[str, tuple[int, list[ItemRow]]] = OrderedDict()
 
-    def rev(self, task_id: str) -> int | None:
-        """The count the task's items are kept at; None: none are kept."""
-        kept = self._by_task.get(task_id)
-        return kept[0] if kept is not None else None
-
-    def items(self, task_id: str) -> list[ItemRow]:
-        return list(self._by_task[task_id][1])
+    def get(self, task_id: str) -> tuple[int, list[ItemRow]] | None:
+        """The count the task's items are kept at, and the rows; None: none are kept."""
+        return self._by_task.get(task_id)
 
     def read(self, task_id: str, rev: int, items: list[ItemRow]) -> None:
         """The rows as a view read them at `rev`."""
@@ -71,7 +58,7 @@ class KeptItems:
             kept is not None
             and kept[0] == rev - 1
             and len(kept[1]) == len(given)
-            and all(_same(k, g) for k, g in zip(kept[1], given, strict=True))
+            and all(k.same_row(g) for k, g in zip(kept[1], given, strict=True))
         ):
             self.read(task_id, rev, after)
         else:

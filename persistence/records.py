@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -175,6 +175,11 @@ class ItemRow:
     precheck: bool = True
     verify_independent: bool = False
     delegate_to: JSON | None = None
+
+    def same_row(self, other: ItemRow) -> bool:
+        """`other` is this row, read at another moment: equal in every field but the clock
+        (`elapsed_s`), which moves while nothing is written."""
+        return self is other or self == replace(other, elapsed_s=self.elapsed_s)
 
     def time_left_s(self) -> float | None:
         """Seconds the item may still take; None without a limit of its own."""

@@ -177,11 +177,13 @@ class PostgresRunStore:
     ) -> StepView:
         """The task, its items, the step's effect and (when asked) the budget: one statement.
         The items are read only when a write since this process last had them (`KeptItems`)."""
-        kept = self._kept.rev(task_id)
+        # Taken before the read: a record of this task in this process meanwhile replaces it.
+        kept = self._kept.get(task_id)
+        rev = kept[0] if kept is not None else None
         async with read(self._pool) as conn:
             cur = await conn.execute(
                 q("step_view"),
-                {"task_id": task_id, "key": effect_key, "budget": budget, "items_rev": kept},
+                {"task_id": task_id, "key": effect_key, "budget": budget, "items_rev": rev},
                 prepare=True,
             )
             row = await cur.fetchone()
@@ -192,7 +194,8 @@ class PostgresRunStore:
             items = [_item(i) for i in row["items"]]
             self._kept.read(task_id, row["items_rev"], items)
         else:
-            items = with_clocks(self._kept.items(task_id), row["item_clocks"] or {})
+            assert kept is not None  # no items come back only at the count kept
+            items = with_clocks(kept[1], row["item_clocks"] or {})
         effect = row["effect"]
         return StepView(
             task_id=task_id,

@@ -6,7 +6,6 @@ crash rewrites them identically instead of appending a second entry.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -59,10 +58,8 @@ class ItemLines:
     def line(self, item: ItemRow) -> str:
         found = self._lines.get(item.item_id)
         # A row read again (a new object) is the same row when its fields are; its clock
-        # (`elapsed_s`) is not in its view.
-        if found is not None and (
-            found[0] is item or found[0] == dataclasses.replace(item, elapsed_s=found[0].elapsed_s)
-        ):
+        # is not in its view.
+        if found is not None and found[0].same_row(item):
             return found[1]
         line = item_line(item)
         self._lines[item.item_id] = (item, line)
