@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from a2a_agent.edge.auth import KeyVerifier, RequireKey
-from a2a_agent.edge.card import CACHE_CONTROL, load_card, schema_routes
+from a2a_agent.edge.card import CACHE_CONTROL, JWKS_PATH, CardSigner, load_card, schema_routes
 from a2a_agent.edge.fast_reads import FastReads
 from a2a_agent.edge.files import file_routes
 from a2a_agent.edge.handler import AgentRequestHandler
@@ -119,9 +119,13 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
-        Route("/.well-known/jwks.json", jwks, methods=["GET"]),
+        Route(JWKS_PATH, jwks, methods=["GET"]),
         *schema_routes(settings, plan_limits(settings)),
-        *create_agent_card_routes(card, cache_control=CACHE_CONTROL),
+        *create_agent_card_routes(
+            card,
+            card_modifier=CardSigner(runtime.signer, settings.server.url.rstrip("/") + JWKS_PATH),
+            cache_control=CACHE_CONTROL,
+        ),
         *file_routes(runtime.store),
         *peer_routes(runtime.peer_watch, runtime.secrets.tag),
         *dashboard.routes(),

@@ -120,6 +120,12 @@ class Signer:
         self._kid, self._key = loaded[0]
         self._public = [(kid, k.public_key()) for kid, k in loaded]
 
+    def current_key(self) -> tuple[str, ec.EllipticCurvePrivateKey]:
+        """The key this process signs with now, and its id in the JWKS (the agent card is
+        signed with it too: one key the deployment keeps, one JWKS to verify both)."""
+        assert self._key is not None, "Signer.load first"
+        return self._kid, self._key
+
     def sign(self, body: bytes, event_id: str) -> str:
         assert self._key is not None, "Signer.load first"
         now = int(time.time())

@@ -12,12 +12,14 @@ from typing import Any, cast
 
 from a2a.types.a2a_pb2 import AgentCard, AgentExtension, AgentInterface
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.signing import ProtectedHeader, create_agent_card_signer
 from google.protobuf.json_format import ParseDict
 from google.protobuf.struct_pb2 import Struct
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from a2a_agent.delivery.signing import Signer
 from a2a_agent.edge.intake import FILE_MODES, INPUT_MODES
 from a2a_agent.edge.schemas import (
     BUDGET_PATH,
@@ -36,6 +38,7 @@ from a2a_agent.settings import Settings
 from a2a_agent.wire import to_wire
 
 CACHE_CONTROL = "public, max-age=300"
+JWKS_PATH = "/.well-known/jwks.json"
 NO_MODEL = " Not available on this server: it has no model configured (ANTHROPIC_API_KEY)."
 
 
@@ -156,3 +159,31 @@ def schema_routes(settings: Settings, limits: PlanLimits) -> list[BaseRoute]:
         )
 
     return [Route(path, serve, methods=["GET"]) for path in schemas]
+
+
+class CardSigner:
+    """Signs the served card (A2A 1.0: a JWS over the card's JCS form, by the SDK's signer)
+    with the deployment's signing key, the one push notifications are signed with; its public
+    half is in /.well-known/jwks.json, which the signature's `jku` names. The SDK's card route
+    calls this for every request; ES256 signs differently each time, so a card is signed once
+    per key and the signed copy kept."""
+
+    def __init__(self, signer: Signer, jwks_url: str) -> None:
+        self.signer = signer
+        self.jwks_url = jwks_url
+        self._signed: tuple[str, AgentCard] | None = None
+
+    async def __call__(self, card: AgentCard) -> AgentCard:
+        kid, key = self.signer.current_key()
+        if self._signed is None or self._signed[0] != kid:
+            header: ProtectedHeader = {
+                "kid": kid,
+                "alg": "ES256",
+                "jku": self.jwks_url,
+                "typ": "JOSE",
+            }
+            signed = AgentCard()
+            signed.CopyFrom(card)  # the SDK's signer appends to the card it is given
+            create_agent_card_signer(key, header)(signed)  # type: ignore[arg-type]
+            self._signed = (kid, signed)
+        return self._signed[1]
