@@ -20,6 +20,7 @@ from a2a_agent.edge.fast_reads import FastReads
 from a2a_agent.edge.files import file_routes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
+from a2a_agent.edge.long_poll import LongPoll
 from a2a_agent.edge.peer_hooks import PEER_NOTIFY_PREFIX, peer_routes
 from a2a_agent.edge.request_checks import RequestLimits, StrictContentType, TrustedHosts
 from a2a_agent.edge.streams import ResumableStreams
@@ -135,7 +136,7 @@ def create_app(
     ]
     # The door, outermost first: the Host check, the key (before anything reads the body),
     # the body's type, the request's limits (which read the body once and hand it on), then
-    # the stream ids and the fast GetTask.
+    # the stream ids, the long poll's wait and the fast GetTask.
     middleware = [
         Middleware(
             TrustedHosts, allowed_hosts=settings.server.host_names, jsonrpc_path=JSONRPC_PATH
@@ -153,6 +154,7 @@ def create_app(
             unlimited=(PEER_NOTIFY_PREFIX,),
         ),
         Middleware(ResumableStreams, ping_s=settings.server.stream_ping_s),
+        Middleware(LongPoll, handler=handler, path=JSONRPC_PATH),
         Middleware(FastReads, handler=handler, path=JSONRPC_PATH),
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

@@ -989,6 +989,11 @@ BEGIN
     ) THEN
         RETURN jsonb_build_object('result', 'repeat', 'task', task_json(p_task_id));
     END IF;
+    -- The caller's condition (ifGenerationMatch): applied only to the task as it last saw it.
+    IF p_reply ? 'if_generation' AND v_locked.event_seq <> (p_reply ->> 'if_generation')::bigint
+    THEN
+        RETURN jsonb_build_object('result', 'stale', 'generation', v_locked.event_seq);
+    END IF;
     SELECT * INTO v_pause FROM pauses WHERE task_id = p_task_id AND decision IS NULL;
     IF NOT FOUND OR (v_asked IS NOT NULL AND v_asked <> v_pause.id) THEN
         SELECT * INTO v_pause FROM pauses WHERE task_id = p_task_id AND id = v_asked;
@@ -1074,6 +1079,10 @@ BEGIN
     IF EXISTS (SELECT 1 FROM messages
                WHERE owner = p_note ->> 'owner' AND message_id = p_note ->> 'message_id') THEN
         RETURN jsonb_build_object('result', 'repeat', 'task', task_json(p_task_id));
+    END IF;
+    IF p_note ? 'if_generation' AND v_locked.event_seq <> (p_note ->> 'if_generation')::bigint
+    THEN
+        RETURN jsonb_build_object('result', 'stale', 'generation', v_locked.event_seq);
     END IF;
     IF v_locked.state NOT IN ('submitted', 'working') THEN
         RETURN jsonb_build_object('result', 'not_working', 'task', task_json(p_task_id));

@@ -29,11 +29,11 @@ from persistence.views import stored_view
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 # Bump FUNCTIONS_VERSION with every change of functions.sql, and set FUNCTIONS_SHA256 to
 # the file's sha256 (the migrations test says what it is).
-FUNCTIONS_VERSION = 7
+FUNCTIONS_VERSION = 8
 # schema.sql is the migrations up to this one in one file: a fresh database gets it, then
 # the migrations after it (which are not written twice).
 SCHEMA_SQL_VERSION = 26
-FUNCTIONS_SHA256 = "954e0c5c3d110ee7bb997a13d48a2985c061a9566908bd5f8208fc9b0ece2799"
+FUNCTIONS_SHA256 = "efdc8e80ff7a19a8c48ef050077406cdc6ad7f97a6661691d28d4a18ea9bc94a"
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,13 @@ class Reply:
     message: JSON | None = None
     message_id: str | None = None
     digest: str = ""
+    if_generation: int | None = None  # applied only if the task is still at this generation
 
 
 @dataclass(frozen=True)
 class Answered:
-    """resumed | repeat | none_pending | unknown | decided | bad_decision | missing."""
+    """resumed | repeat | none_pending | unknown | decided | bad_decision | missing | stale
+    (the task has moved past `if_generation`: it is at `generation`)."""
 
     result: str
     row: TaskRow | None = None
@@ -44,15 +46,17 @@ class Answered:
     # A child run that got the answer too (a delegate's question answered on its parent):
     # its segment to start.
     forwarded: tuple[str, int] | None = None
+    generation: int = 0
 
 
 @dataclass(frozen=True)
 class Noted:
-    """noted | repeat | not_working | missing."""
+    """noted | repeat | not_working | missing | stale (as `Answered`)."""
 
     result: str
     row: TaskRow | None = None
     seq: int = 0
+    generation: int = 0
 
 
 class ReplyStore(Protocol):
@@ -60,7 +64,15 @@ class ReplyStore(Protocol):
 
     async def answer(self, task_id: str, reply: Reply) -> Answered: ...
     async def note(
-        self, task_id: str, owner: str, text: str, *, message: JSON, message_id: str, digest: str
+        self,
+        task_id: str,
+        owner: str,
+        text: str,
+        *,
+        message: JSON,
+        message_id: str,
+        digest: str,
+        if_generation: int | None = None,
     ) -> Noted: ...
 
 
@@ -103,6 +115,7 @@ class PostgresReplyStore:
                 "message": reply.message,
                 "message_id": reply.message_id,
                 "digest": reply.digest,
+                **({} if reply.if_generation is None else {"if_generation": reply.if_generation}),
             },
         )
         forwarded = got.get("forwarded")
@@ -113,22 +126,33 @@ class PostgresReplyStore:
             pending=got.get("pending"),
             segment=int(got.get("segment") or 0),
             forwarded=(str(forwarded["task_id"]), int(forwarded["segment"])) if forwarded else None,
+            generation=int(got.get("generation") or 0),
         )
 
     async def note(
-        self, task_id: str, owner: str, text: str, *, message: JSON, message_id: str, digest: str
+        self,
+        task_id: str,
+        owner: str,
+        text: str,
+        *,
+        message: JSON,
+        message_id: str,
+        digest: str,
+        if_generation: int | None = None,
     ) -> Noted:
-        got = await self._call(
-            "add_note",
-            task_id,
-            {
-                "owner": owner,
-                "text": text,
-                "message": message,
-                "message_id": message_id,
-                "digest": digest,
-            },
-        )
+        payload: JSON = {
+            "owner": owner,
+            "text": text,
+            "message": message,
+            "message_id": message_id,
+            "digest": digest,
+        }
+        if if_generation is not None:
+            payload["if_generation"] = if_generation
+        got = await self._call("add_note", task_id, payload)
         return Noted(
-            result=got["result"], row=task_from_json(got.get("task")), seq=int(got.get("seq") or 0)
+            result=got["result"],
+            row=task_from_json(got.get("task")),
+            seq=int(got.get("seq") or 0),
+            generation=int(got.get("generation") or 0),
         )

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from a2a_agent.edge.schemas import plan_schema
+from a2a_agent.edge.schemas import EXTENSION_URI, plan_schema
 from a2a_agent.errors import PlanError
 from a2a_agent.plans import parse_plan
 from a2a_agent.runtime import plan_limits
@@ -42,7 +42,7 @@ def card_of(server: AgentProcess) -> tuple[dict[str, Any], httpx.Response]:
 
 
 def extension_of(card: dict[str, Any]) -> dict[str, Any]:
-    (extension,) = card["capabilities"]["extensions"]
+    (extension,) = [e for e in card["capabilities"]["extensions"] if e["uri"] == EXTENSION_URI]
     params: dict[str, Any] = extension["params"]
     return params
 

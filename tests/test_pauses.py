@@ -748,7 +748,7 @@ async def test_by_default_a_failed_item_asks_and_the_card_says_so(
         "serve", "pause-18", A2A_AGENT_ON_ITEM_FAILURE="", A2A_AGENT_BUDGET_PAUSE=""
     )
     card = httpx.get(f"{server.url}/.well-known/agent-card.json").json()
-    (extension,) = card["capabilities"]["extensions"]
+    (extension,) = [e for e in card["capabilities"]["extensions"] if "verified-plan" in e["uri"]]
     defaults = extension["params"]["policyDefaults"]
     assert defaults["onItemFailure"] == "ask" and defaults["budgetPause"] is True
     assert defaults["onRegression"] == "ask"

@@ -21,6 +21,8 @@ from starlette.routing import BaseRoute, Route
 
 from a2a_agent.delivery.signing import Signer
 from a2a_agent.edge.intake import FILE_MODES, INPUT_MODES
+from a2a_agent.edge.long_poll import EXTENSION_URI as GENERATION_URI
+from a2a_agent.edge.long_poll import MAX_WAIT_S as LONG_POLL_MAX_S
 from a2a_agent.edge.schemas import (
     BUDGET_PATH,
     EXTENSION_URI,
@@ -133,6 +135,20 @@ def load_card(
             "server takes: schemas of the plan and budget DataParts, the model, the limits.",
             required=False,
             params=params,
+        )
+    )
+    waits = Struct()
+    waits.update({"maxWaitMs": int(LONG_POLL_MAX_S * 1000)})
+    card.capabilities.extensions.append(
+        AgentExtension(
+            uri=GENERATION_URI,
+            description="Generations and long polls: every task event carries its generation "
+            "(metadata.generation), GetTask's task carries the current one; a GetTask with "
+            "currentGeneration (and timeoutMs) answers when the task moves past it, has "
+            "ended, or the wait ends; a follow-up message with metadata.ifGenerationMatch is "
+            "refused if the task has moved on since.",
+            required=False,
+            params=waits,
         )
     )
     if not model_configured:

@@ -159,10 +159,10 @@ def to_task(row: TaskRow, history_length: int | None) -> Task:
         task.artifacts.append(report_artifact(row.report))
         for output in row.report.get("outputs") or []:
             task.artifacts.append(output_artifact(output))
-    if row.metadata:
-        metadata = Struct()
-        metadata.update(to_wire(row.metadata))
-        task.metadata.CopyFrom(metadata)
+    # The task's generation: the number of its last event, which a long poll waits past.
+    metadata = Struct()
+    metadata.update({**to_wire(row.metadata or {}), "generation": row.event_seq})
+    task.metadata.CopyFrom(metadata)
     return task
 
 
@@ -203,9 +203,10 @@ Identified = TypeVar("Identified", TaskStatusUpdateEvent, TaskArtifactUpdateEven
 
 def with_event_id(event: Identified, task_id: str, seq: int) -> Identified:
     """The event with its id (`<task id>:<seq>`) and number in its metadata: what a stream
-    resumes from and a webhook deduplicates by. On a stream's first frame (the task as it
+    resumes from and a webhook deduplicates by; the number is also the task's generation
+    after this event (edge/long_poll.py). On a stream's first frame (the task as it
     is), the id of the last event the snapshot includes."""
-    event.metadata.update({"eventId": f"{task_id}:{seq}", "seq": seq})
+    event.metadata.update({"eventId": f"{task_id}:{seq}", "seq": seq, "generation": seq})
     return event
 
 

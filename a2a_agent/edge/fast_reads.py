@@ -122,10 +122,10 @@ class FastReads:
         if scope["method"] != "POST" or scope["path"] != self.path:
             await self.app(scope, receive, send)
             return
-        body, whole, extra = await _read(receive)
+        body, whole, extra = await read_small(receive)
         answer = await self._rpc_answer(scope, body) if whole else None
         if answer is None:
-            await self.app(scope, _replay(body, whole, extra, receive), send)
+            await self.app(scope, replay(body, whole, extra, receive), send)
             return
         await _respond(send, answer, PLAIN_JSON)
 
@@ -210,7 +210,7 @@ class FastReads:
     async def _task_bytes(
         self, scope: Scope, task_id: str, history: int | None, flavor: str
     ) -> bytes | None:
-        owner = _reader(scope)
+        owner = owner_reading(scope)
         if owner is None:
             return None  # the SDK's route refuses it, saying why
         try:
@@ -226,7 +226,7 @@ class FastReads:
 
     async def _page(self, scope: Scope, request: ListTasksRequest) -> bytes | None:
         """ListTasks' result: the handler's page, each task's JSON kept per converted task."""
-        owner = _reader(scope)
+        owner = owner_reading(scope)
         if owner is None:
             return None
         try:
@@ -313,7 +313,7 @@ async def _respond(send: Send, body: bytes, media_type: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _reader(scope: Scope) -> str | None:
+def owner_reading(scope: Scope) -> str | None:
     """As the handler does: the caller's principal when its key may read, else None."""
     user, auth = scope.get("user"), scope.get("auth")
     if user is None or auth is None or "read" not in auth.scopes:
@@ -328,7 +328,7 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
-async def _read(receive: Receive) -> tuple[bytes, bool, Message | None]:
+async def read_small(receive: Receive) -> tuple[bytes, bool, Message | None]:
     """The body read so far; whether it is whole (small and complete); and a message that
     came instead of more body (a disconnect), to hand on."""
     chunks: list[bytes] = []
@@ -346,7 +346,7 @@ async def _read(receive: Receive) -> tuple[bytes, bool, Message | None]:
             return b"".join(chunks), False, None
 
 
-def _replay(body: bytes, whole: bool, extra: Message | None, receive: Receive) -> Receive:
+def replay(body: bytes, whole: bool, extra: Message | None, receive: Receive) -> Receive:
     """A `receive` that gives the downstream app the body already read, then the rest."""
     pending: list[Message] = [{"type": "http.request", "body": body, "more_body": not whole}]
     if extra is not None:

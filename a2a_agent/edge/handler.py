@@ -56,6 +56,7 @@ from a2a_agent.edge.convert import (
     with_event_id,
     with_said,
 )
+from a2a_agent.edge.generations import if_generation, stale
 from a2a_agent.edge.intake import Intake, message_digest
 from a2a_agent.edge.push_configs import PushConfigMethods, printable
 from a2a_agent.edge.versions import protocol_of
@@ -269,7 +270,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
             if message.task_id:
                 # A person acting for the owner (the dashboard) is recorded as who decided.
                 by = str(context.state.get("decided_by") or caller)
-                return await self._follow_up(caller, message, by)
+                return await self._follow_up(caller, message, by, if_generation(params))
             await self._within_active_limit(caller, message.message_id)
             task_id = str(uuid.uuid4())
             context_id = message.context_id or str(uuid.uuid4())
@@ -341,10 +342,11 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         return {"id": made.id, "outcome": "registered"}
 
     async def _follow_up(
-        self, owner: str, message: Message, by: str
+        self, owner: str, message: Message, by: str, generation: int | None = None
     ) -> tuple[TaskRow, JSON | None]:
         """A reply to the task's pending request, or a steering note while it works; each
-        applied once per messageId."""
+        applied once per messageId, and, given a generation (ifGenerationMatch), only to the
+        task as it was at that generation."""
         row = await self._load(message.task_id, owner)
         earlier = await self.store.message_claim(owner, message.message_id)
         if earlier is not None:
@@ -374,11 +376,13 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         except PlanError as exc:
             raise InvalidParamsError(str(exc)) from exc
         if intent is None:
-            noted = await self._note(row, message, text)
+            noted = await self._note(row, message, text, generation)
             return noted, {"note": note_taken(noted, text)}
-        return await self._answer(row, message, intent, by), None
+        return await self._answer(row, message, intent, by, generation), None
 
-    async def _note(self, row: TaskRow, message: Message, text: str) -> TaskRow:
+    async def _note(
+        self, row: TaskRow, message: Message, text: str, generation: int | None
+    ) -> TaskRow:
         if not text:
             raise InvalidParamsError(
                 f"task {row.task_id} is {row.state}: a follow-up to it is a text (a note for "
@@ -391,7 +395,10 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
             message=message_to_json(message),
             message_id=message.message_id,
             digest=message_digest(message),
+            if_generation=generation,
         )
+        if noted.result == "stale":
+            raise stale(row.task_id, generation, noted.generation)
         if noted.result == "not_working" and noted.row is not None:
             raise UnsupportedOperationError(
                 f"task {row.task_id} is {noted.row.state} and takes no notes now"
@@ -401,7 +408,12 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         return noted.row
 
     async def _answer(
-        self, row: TaskRow, message: Message, intent: ReplyIntent, by: str
+        self,
+        row: TaskRow,
+        message: Message,
+        intent: ReplyIntent,
+        by: str,
+        generation: int | None = None,
     ) -> TaskRow:
         answered = await self.replies.answer(
             row.task_id,
@@ -415,9 +427,12 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
                 message=message_to_json(message),
                 message_id=message.message_id,
                 digest=message_digest(message),
+                if_generation=generation,
             ),
         )
         task_id = row.task_id
+        if answered.result == "stale":
+            raise stale(task_id, generation, answered.generation)
         if answered.result == "resumed" and answered.row is not None:
             await self.engine.start(task_id, answered.segment)
             if answered.forwarded is not None:  # a child run got the answer too
