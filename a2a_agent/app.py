@@ -15,7 +15,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from a2a_agent.edge.auth import KeyVerifier, RequireKey
-from a2a_agent.edge.card import CACHE_CONTROL, JWKS_PATH, CardSigner, load_card, schema_routes
+from a2a_agent.edge.card import (
+    CACHE_CONTROL,
+    JWKS_PATH,
+    CardSigner,
+    load_card,
+    schema_routes,
+    tool_schemas,
+)
 from a2a_agent.edge.fast_reads import FastReads
 from a2a_agent.edge.files import file_routes
 from a2a_agent.edge.handler import AgentRequestHandler
@@ -27,6 +34,7 @@ from a2a_agent.edge.streams import ResumableStreams
 from a2a_agent.edge.workspace_intake import SourceIntake
 from a2a_agent.engine import LaunchedEngine
 from a2a_agent.harness.workspace.unpack import Limits
+from a2a_agent.mcp_door.server import McpDoor
 from a2a_agent.observe.metrics import metrics_route
 from a2a_agent.runtime import Runtime, plan_limits, source_rules
 from a2a_agent.settings import Settings
@@ -93,9 +101,11 @@ def create_app(
         }
         return JSONResponse(body, status_code=200 if health.ready else 503)
 
+    door = McpDoor(handler, tool_schemas(settings, plan_limits(settings)))
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with runtime:
+        async with runtime, door.lifespan():
             yield
 
     card = load_card(
@@ -130,6 +140,7 @@ def create_app(
         *file_routes(runtime.store),
         *peer_routes(runtime.peer_watch, runtime.secrets.tag),
         *dashboard.routes(),
+        *door.routes(),
         metrics_route(PostgresMetricsStore(runtime.pool)),
         *create_jsonrpc_routes(handler, JSONRPC_PATH, enable_v0_3_compat=True),
         *create_rest_routes(handler, enable_v0_3_compat=True),

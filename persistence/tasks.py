@@ -81,6 +81,7 @@ class TaskStore(Protocol):
     ) -> StoredFile | None: ...
     async def events_after(self, task_id: str, after: int) -> list[tuple[int, JSON]]: ...
     async def active_tasks(self, owner: str) -> int: ...
+    async def created_at(self, task_id: str, owner: str) -> datetime | None: ...
     async def queued_ahead(self, task_id: str) -> int | None: ...
 
 
@@ -348,6 +349,15 @@ class PostgresTaskStore:
             cur = await conn.execute(q("active_tasks_of_owner"), {"owner": owner}, prepare=True)
             row = await cur.fetchone()
         return int(row["active"]) if row else 0
+
+    async def created_at(self, task_id: str, owner: str) -> datetime | None:
+        """When an owner's task was submitted; None if it has no such task."""
+        async with self._read() as conn:
+            cur = await conn.execute(
+                q("task_created_at"), {"task_id": task_id, "owner": owner}, prepare=True
+            )
+            row = await cur.fetchone()
+        return row["created_at"] if row else None
 
     async def queued_ahead(self, task_id: str) -> int | None:
         """How many runs wait in the queue ahead of the task's; None once a worker took it."""

@@ -158,13 +158,24 @@ def load_card(
     return card
 
 
-def schema_routes(settings: Settings, limits: PlanLimits) -> list[BaseRoute]:
+def tool_schemas(settings: Settings, limits: PlanLimits) -> dict[str, Any]:
+    """The schemas of what a message's DataPart takes, by its key (as /schemas serves them)."""
     base = settings.server.url.rstrip("/")
+    return {
+        "plan": plan_schema(limits, base),
+        "budget": budget_schema(settings.budget.caps, base),
+        "workspace": workspace_schema(base),
+        "publish": publish_schema(base),
+    }
+
+
+def schema_routes(settings: Settings, limits: PlanLimits) -> list[BaseRoute]:
+    by_key = tool_schemas(settings, limits)
     schemas: dict[str, Any] = {
-        PLAN_PATH: plan_schema(limits, base),
-        BUDGET_PATH: budget_schema(settings.budget.caps, base),
-        WORKSPACE_PATH: workspace_schema(base),
-        PUBLISH_PATH: publish_schema(base),
+        PLAN_PATH: by_key["plan"],
+        BUDGET_PATH: by_key["budget"],
+        WORKSPACE_PATH: by_key["workspace"],
+        PUBLISH_PATH: by_key["publish"],
     }
 
     async def serve(request: Request) -> JSONResponse:

@@ -77,3 +77,7 @@ SELECT (SELECT count(*)
           AND w.created_at < mine.created_at) AS ahead
 FROM dbos.workflow_status mine
 WHERE mine.workflow_uuid = %(task_id)s AND mine.status = 'ENQUEUED'
+
+-- name: task_created_at
+-- When an owner's task was submitted (the MCP door's `createdAt`).
+SELECT created_at FROM tasks WHERE id = %(task_id)s AND owner = %(owner)s

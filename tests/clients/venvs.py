@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,53 +89,81 @@ def _run(args: list[str], what: str, timeout: float) -> None:
         raise VenvBuildError(f"{what} exited {done.returncode}:\n{said[-4000:]}")
 
 
-def ensure_venv(spec: ClientSpec, *, timeout: float = 1800) -> Path:
-    """The Python of `spec`'s environment, made first if needed. Raises VenvBuildError."""
-    python = base_python()
-    root = cache_root()
+def built_once(final: Path, make: Callable[[Path], None]) -> Path:
+    """`final`, made by `make(build_dir)` first if needed: under a file lock (the other test
+    process waits for the build), in a directory renamed into place only once `make` is
+    done, so a killed build never leaves a half one that looks done."""
+    root = final.parent
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"{spec.name}-{spec.digest(python)}"
     if (final / DONE).exists():
-        return final / "bin" / "python"
+        return final
     with (root / f"{final.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other test process waits here for the build
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if (final / DONE).exists():
-            return final / "bin" / "python"
+            return final
         for stale in root.glob(f".build-{final.name}-*"):
             shutil.rmtree(stale, ignore_errors=True)  # a build killed before its rename
         if final.exists():  # a directory without the marker was never finished
             shutil.rmtree(final)
         build = root / f".build-{final.name}-{uuid.uuid4().hex[:8]}"
         try:
-            # Without pip of its own (ensurepip is the slowest part): our pip installs into it.
-            _run(
-                [str(python), "-m", "venv", "--without-pip", str(build)],
-                f"{python} -m venv",
-                300,
-            )
-            # Only `bin/python` is used afterwards: console scripts keep the build path in
-            # their shebang, but the interpreter finds its site-packages from where it is.
-            _run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "--python",
-                    str(build / "bin" / "python"),
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    *spec.pip_args,
-                    *spec.requirements,
-                ],
-                f"pip install {' '.join(spec.requirements)} (is the package index reachable?)",
-                timeout,
-            )
-            (build / DONE).write_text(json.dumps({"requirements": spec.requirements}))
+            make(build)
+            (build / DONE).write_text(json.dumps({"built": final.name}))
             os.rename(build, final)
         finally:
             shutil.rmtree(build, ignore_errors=True)
+    return final
+
+
+def ensure_venv(spec: ClientSpec, *, timeout: float = 1800) -> Path:
+    """The Python of `spec`'s environment, made first if needed. Raises VenvBuildError."""
+    python = base_python()
+
+    def make(build: Path) -> None:
+        # Without pip of its own (ensurepip is the slowest part): our pip installs into it.
+        _run([str(python), "-m", "venv", "--without-pip", str(build)], f"{python} -m venv", 300)
+        # Only `bin/python` is used afterwards: console scripts keep the build path in their
+        # shebang, but the interpreter finds its site-packages from where it is.
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                str(build / "bin" / "python"),
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                *spec.pip_args,
+                *spec.requirements,
+            ],
+            f"pip install {' '.join(spec.requirements)} (is the package index reachable?)",
+            timeout,
+        )
+
+    final = built_once(cache_root() / f"{spec.name}-{spec.digest(python)}", make)
     return final / "bin" / "python"
+
+
+def ensure_node_modules(package_dir: Path, *, timeout: float = 900) -> Path:
+    """A directory holding `package_dir`'s package.json and its pinned npm packages (from the
+    npm registry, once), in which its scripts run. Raises VenvBuildError."""
+    manifest = (package_dir / "package.json").read_text()
+    digest = hashlib.sha256(manifest.encode()).hexdigest()[:12]
+
+    def make(build: Path) -> None:
+        build.mkdir(parents=True)
+        (build / "package.json").write_text(manifest)
+        _run(
+            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(build)],
+            "npm install (is the npm registry reachable?)",
+            timeout,
+        )
+
+    final = built_once(cache_root() / f"node-{package_dir.name}-{digest}", make)
+    for script in package_dir.glob("*.mjs"):  # the scripts beside their node_modules
+        shutil.copyfile(script, final / script.name)
+    return final
 
 
 def client_python(spec: ClientSpec) -> Path:

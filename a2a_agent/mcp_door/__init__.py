@@ -1,0 +1,1 @@
+"""The MCP door: delegation for clients that speak MCP (coding agents), on the same runs."""

@@ -1,0 +1,351 @@
+"""The MCP door: the same runs, for clients that speak MCP (streamable HTTP at `/mcp`).
+
+The `mcp` SDK speaks the protocol; this module only says what the tools do. Every tool goes
+through the A2A request handler with the caller's key, scopes and principal, so an MCP task
+is an A2A task: the same row, visible by GetTask, in the dashboard, the CLI and the metrics.
+
+- `delegate` makes a task from a goal, a plan, a workspace, a budget and a publish target, as
+  an A2A message's DataPart takes them (the tool's JSON Schema is the one `/schemas` serves).
+  A client that declares the tasks extension (`io.modelcontextprotocol/tasks`, MCP
+  2026-07-28) gets a `CreateTaskResult` once the task is stored, then polls it with
+  `tasks/get`, answers its requests with `tasks/update` and stops it with `tasks/cancel`.
+  Any other client gets the task's id at once, and the tools `get_task`, `answer_task` and
+  `cancel_task` to do the same by polling.
+- A retried `tools/call` (the same request id and arguments) makes one task: its messageId is
+  derived from both, and the handler applies a messageId once per caller. An answer to a
+  request is applied once per request: its messageId is derived from the task and request.
+"""
+
+# No `from __future__ import annotations`: the SDK reads the tools' parameter types (and the
+# schemas in them, made at run time) from the live annotations.
+import contextlib
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from a2a.auth.user import UnauthenticatedUser
+from a2a.server.context import ServerCallContext
+from a2a.server.routes.common import StarletteUser
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+)
+from a2a.utils.errors import A2AError, TaskNotCancelableError
+from google.protobuf.struct_pb2 import Value
+from mcp.server.context import CallNext, ServerRequestContext
+from mcp.server.mcpserver import Context, Extension, MCPServer, MethodBinding
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolRequestParams, InputResponses, RequestParams
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Route
+
+from a2a_agent.edge import scopes
+from a2a_agent.edge.handler import AgentRequestHandler
+from a2a_agent.mcp_door import shapes
+from persistence.errors import StoreError
+from persistence.records import JSON, TaskRow
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+MODERN = "2026-07-28"
+PATH = "/mcp"
+DATA_KEYS = ("plan", "workspace", "budget", "publish")
+
+
+class TaskIdParams(RequestParams):
+    task_id: str
+
+
+class UpdateParams(TaskIdParams):
+    input_responses: InputResponses
+
+
+def _context(request: Request | None) -> ServerCallContext:
+    """The A2A call context of an MCP request: its key's principal and scopes, as the A2A
+    routes build it (the door's middleware authenticated the request)."""
+    if request is None:
+        raise MCPError(code=INVALID_PARAMS, message="the MCP door takes HTTP requests only")
+    user = StarletteUser(request.user) if "user" in request.scope else UnauthenticatedUser()
+    state: dict[str, Any] = {"headers": {"a2a-version": "1.0"}}
+    if "auth" in request.scope:
+        state["auth"] = request.auth
+    return ServerCallContext(user=user, state=state)
+
+
+def _message_id(kind: str, *parts: Any) -> str:
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+    return f"mcp-{kind}-{digest[:32]}"
+
+
+def _said(exc: A2AError | StoreError) -> str:
+    return getattr(exc, "message", None) or str(exc)
+
+
+class McpDoor:
+    """The MCP server of this service, mounted at `PATH`; `lifespan` runs its sessions."""
+
+    def __init__(self, handler: AgentRequestHandler, schemas: dict[str, JSON]) -> None:
+        self.handler = handler
+        self.server = MCPServer(
+            "a2a-agent",
+            instructions="Delegate long, verified work (a plan of items, each with a check "
+            "command) and follow it to its end: the work runs in the background, durably.",
+            extensions=[_TasksExtension(self)],
+            tools=self._tools(schemas),
+        )
+        self.server.streamable_http_app(
+            json_response=True,
+            stateless_http=True,
+            # The door's own middleware checks the Host header (TrustedHosts).
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route(PATH, endpoint=StreamableHTTPASGIApp(self.server.session_manager))]
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        async with self.server.session_manager.run():
+            yield
+
+    # ---- what the tools and the extension share -------------------------------------------
+
+    async def delegate(self, arguments: JSON, request: Request | None, call_id: Any) -> TaskRow:
+        """A task from a tool call's arguments, stored (and its run started) before this
+        returns; ToolError, saying why, if the handler refuses it."""
+        unknown = sorted(set(arguments) - {"goal", *DATA_KEYS})
+        if unknown:
+            raise ToolError(f"delegate takes goal, {', '.join(DATA_KEYS)}; not {unknown}")
+        parts = []
+        goal = arguments.get("goal")
+        if goal is not None and not isinstance(goal, str):
+            raise ToolError("goal must be a text")
+        if goal:
+            parts.append(Part(text=goal))
+        data = {k: arguments[k] for k in DATA_KEYS if arguments.get(k) is not None}
+        if data:
+            value = Value()
+            value.struct_value.update(data)
+            parts.append(Part(data=value, media_type="application/json"))
+        if not parts:
+            raise ToolError("delegate needs a goal (a text for the model) or a plan")
+        message = Message(
+            role=Role.ROLE_USER,
+            message_id=_message_id("call", call_id, arguments),
+            parts=parts,
+        )
+        send = SendMessageRequest(
+            message=message, configuration=SendMessageConfiguration(return_immediately=True)
+        )
+        context = _context(request)
+        try:
+            task = await self.handler.on_message_send(send, context)
+            return await self._row(context, "submit", task.id)
+        except (A2AError, StoreError) as exc:
+            raise ToolError(_said(exc)) from exc
+
+    async def _row(self, context: ServerCallContext, scope: str, task_id: str) -> TaskRow:
+        owner = scopes.owner(context, scope)
+        row = await self.handler.store.get_task(task_id, owner)
+        if row is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"there is no task {task_id!r} of yours")
+        return row
+
+    async def detailed(self, request: Request | None, task_id: str) -> JSON:
+        context = _context(request)
+        try:
+            row = await self._row(context, "read", task_id)
+            created = await self.handler.store.created_at(task_id, row.owner)
+        except (A2AError, StoreError) as exc:
+            raise MCPError(code=INVALID_PARAMS, message=_said(exc)) from exc
+        return shapes.detailed_task(row, created)
+
+    async def answer(
+        self, request: Request | None, task_id: str, key: str, decision: str, note: str | None
+    ) -> TaskRow:
+        """A reply to request `key` of the task, applied once per request."""
+        approval: JSON = {"id": key, "decision": decision}
+        if note:
+            approval["note"] = note
+        value = Value()
+        value.struct_value.update({"approval": approval})
+        message = Message(
+            role=Role.ROLE_USER,
+            task_id=task_id,
+            message_id=_message_id("answer", task_id, key),
+            parts=[Part(data=value, media_type="application/json")],
+        )
+        send = SendMessageRequest(
+            message=message, configuration=SendMessageConfiguration(return_immediately=True)
+        )
+        context = _context(request)
+        await self.handler.on_message_send(send, context)
+        return await self._row(context, "read", task_id)
+
+    async def cancel(self, request: Request | None, task_id: str) -> TaskRow:
+        context = _context(request)
+        # Ended already: a cancel is a wish, and the task says how it ended.
+        with contextlib.suppress(TaskNotCancelableError):
+            await self.handler.on_cancel_task(CancelTaskRequest(id=task_id), context)
+        return await self._row(context, "read", task_id)
+
+    # ---- the tools ----------------------------------------------------------------------
+
+    def _tools(self, schemas: dict[str, JSON]) -> list[Tool]:
+        door = self
+
+        async def delegate(  # noqa: PLR0917  (the tool's parameters are its arguments)
+            ctx: Context,
+            goal: str | None = None,
+            plan: dict[str, Any] | None = None,
+            workspace: dict[str, Any] | None = None,
+            budget: dict[str, Any] | None = None,
+            publish: dict[str, Any] | None = None,
+        ) -> str:
+            """Delegate long work to this service: a goal (in words, for the model to plan)
+            or a plan of items, each verified by its own command, on a workspace of your code,
+            within a budget. It runs in the background; follow it with get_task."""
+            arguments = {
+                "goal": goal,
+                "plan": plan,
+                "workspace": workspace,
+                "budget": budget,
+                "publish": publish,
+            }
+            context = ctx.request_context
+            given = {k: v for k, v in arguments.items() if v is not None}
+            row = await door.delegate(given, context.request, context.request_id)
+            return shapes.submitted_text(row)
+
+        async def get_task(ctx: Context, task_id: str) -> str:
+            """A delegated task as it is now: its state, what it asks, or its result."""
+            found = await door.detailed(ctx.request_context.request, task_id)
+            return json.dumps(found)
+
+        async def answer_task(
+            ctx: Context, task_id: str, request_id: str, decision: str, note: str | None = None
+        ) -> str:
+            """Answer what a task asks (its inputRequests key, one of its options)."""
+            try:
+                row = await door.answer(
+                    ctx.request_context.request, task_id, request_id, decision, note
+                )
+            except (A2AError, StoreError) as exc:
+                raise ToolError(_said(exc)) from exc
+            return json.dumps(shapes.task_fields(row))
+
+        async def cancel_task(ctx: Context, task_id: str) -> str:
+            """Stop a delegated task; what it did so far stays in its report."""
+            try:
+                row = await door.cancel(ctx.request_context.request, task_id)
+            except (A2AError, StoreError) as exc:
+                raise ToolError(_said(exc)) from exc
+            return json.dumps(shapes.task_fields(row))
+
+        tools = [
+            Tool.from_function(fn, structured_output=False)
+            for fn in (delegate, get_task, answer_task, cancel_task)
+        ]
+        # delegate's arguments are the message DataPart's keys: their schemas are the ones
+        # /schemas serves (each its own resource, by its $id, so its $refs resolve inside it).
+        parameters = dict(tools[0].parameters)
+        parameters["properties"] = {
+            **parameters["properties"],
+            **{key: schemas[key] for key in DATA_KEYS},
+        }
+        tools[0] = tools[0].model_copy(update={"parameters": parameters})
+        return tools
+
+
+class _TasksExtension(Extension):
+    """The MCP tasks extension (2026-07-28) over the door's tasks."""
+
+    identifier = TASKS_EXTENSION
+
+    def __init__(self, door: McpDoor) -> None:
+        self.door = door
+
+    def methods(self) -> list[MethodBinding]:
+        return [
+            MethodBinding("tasks/get", TaskIdParams, self.get),
+            MethodBinding("tasks/update", UpdateParams, self.update),
+            MethodBinding("tasks/cancel", TaskIdParams, self.cancel),
+        ]
+
+    async def intercept_tool_call(
+        self,
+        params: CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> Any:
+        if params.name != "delegate" or not _declared(ctx):
+            return await call_next(ctx)
+        try:
+            row = await self.door.delegate(params.arguments or {}, ctx.request, ctx.request_id)
+        except ToolError as exc:
+            return {"resultType": "complete", "content": [_text(str(exc))], "isError": True}
+        created = await self.door.handler.store.created_at(row.task_id, row.owner)
+        return {"resultType": "task", **shapes.task_fields(row, created)}
+
+    async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> JSON:
+        return await self.door.detailed(ctx.request, params.task_id)
+
+    async def update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> JSON:
+        """Each answered request key once; a key the task no longer waits on is ignored (the
+        extension says so), and a decline rejects what was asked."""
+        task = await self.door.detailed(ctx.request, params.task_id)
+        pending = task.get("inputRequests") or {}
+        answers = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        for key, response in (answers.get("inputResponses") or {}).items():
+            if key not in pending or not isinstance(response, dict):
+                continue
+            action = response.get("action")
+            content = response.get("content") or {}
+            if action == "accept":
+                decision, note = str(content.get("decision", "")), content.get("note")
+            elif action == "decline" and (refusal := _refusal(pending[key])) is not None:
+                decision, note = refusal, content.get("note")
+            else:
+                continue  # the person closed the form: the request stays open
+            try:
+                await self.door.answer(
+                    ctx.request, params.task_id, key, decision, str(note) if note else None
+                )
+            except (A2AError, StoreError) as exc:
+                raise MCPError(code=INVALID_PARAMS, message=_said(exc)) from exc
+        return {}
+
+    async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> JSON:
+        try:
+            await self.door.cancel(ctx.request, params.task_id)
+        except (A2AError, StoreError) as exc:
+            raise MCPError(code=INVALID_PARAMS, message=_said(exc)) from exc
+        return {}
+
+
+def _declared(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether this request's client takes a task for an answer (MCP 2026-07-28 and the
+    tasks extension declared in the request's capabilities)."""
+    capabilities = ctx.session.client_capabilities
+    extensions = getattr(capabilities, "extensions", None) or {}
+    return ctx.protocol_version == MODERN and TASKS_EXTENSION in extensions
+
+
+def _refusal(elicitation: JSON) -> str | None:
+    """The option a declined form stands for: the request's `reject`, else its `stop`."""
+    schema = elicitation["params"]["requestedSchema"]["properties"]["decision"]
+    options = schema.get("enum") or []
+    return next((o for o in ("reject", "stop") if o in options), None)
+
+
+def _text(text: str) -> JSON:
+    return {"type": "text", "text": text}

@@ -1,0 +1,277 @@
+"""The MCP door through real MCP clients: the `mcp` SDK's Python client (2026-07-28, with and
+without the tasks extension) and the TypeScript `@modelcontextprotocol/ext-tasks` client (from
+the npm registry). Each delegates a plan, follows it to its end, answers its approval, cancels;
+the task each makes is the A2A task the same key reads, with its record."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import httpx
+import pytest
+from mcp import Client, types
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter
+
+from tests.clients.harness import (
+    CANCELED,
+    COMPLETED,
+    DRIVERS,
+    Served,
+    items_done,
+    record,
+    workspace_commits,
+)
+from tests.clients.venvs import VenvBuildError, ensure_node_modules
+
+pytestmark = pytest.mark.clients
+TASKS = "io.modelcontextprotocol/tasks"
+RAW = TypeAdapter(dict[str, Any])
+
+
+class TaskIdParams(types.RequestParams):
+    task_id: str
+
+
+class UpdateParams(TaskIdParams):
+    input_responses: dict[str, Any]
+
+
+class GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: TaskIdParams
+    name_param = "taskId"
+
+
+class UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: UpdateParams
+    name_param = "taskId"
+
+
+class CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: TaskIdParams
+    name_param = "taskId"
+
+
+class CreateTaskResult(types.Result):
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: str
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+    status_message: str | None = None
+
+
+async def _unclaimed(claimed: CreateTaskResult, context: ClaimContext) -> types.CallToolResult:
+    raise AssertionError("these tests take the task itself (allow_claimed=True)")
+
+
+class TasksExtension(ClientExtension):
+    """Declares the tasks extension on every request, so `delegate` answers with a task."""
+
+    identifier = TASKS
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=_unclaimed)]
+
+
+@asynccontextmanager
+async def mcp_client(served: Served, *, tasks: bool, key: str | None = None) -> AsyncIterator[Any]:
+    headers = {"Authorization": f"Bearer {key or served.key}"}
+    async with create_mcp_http_client(headers=headers) as http:
+        transport = streamable_http_client(f"{served.url}/mcp", http_client=http)
+        extensions = [TasksExtension()] if tasks else []
+        async with Client(transport, mode="2026-07-28", extensions=extensions) as client:
+            yield client
+
+
+def plan(goal: str, *items: dict[str, Any]) -> dict[str, Any]:
+    return {"goal": goal, "items": list(items)}
+
+
+def quick(item_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "title": item_id,
+        "run": f"echo {item_id} > {item_id}.txt",
+        "verify": f"test -s {item_id}.txt",
+        **extra,
+    }
+
+
+async def poll(client: Any, task_id: str, answer: dict[str, Any] | None = None) -> list[Any]:
+    """tasks/get until the task ends, answering each new request once; every answer seen."""
+    seen: list[Any] = []
+    answered: set[str] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        got = await client.session.send_request(GetTask(params=TaskIdParams(task_id=task_id)), RAW)
+        seen.append(got)
+        if got["status"] in ("completed", "failed", "cancelled"):
+            return seen
+        new = {k: answer for k in got.get("inputRequests") or {} if k not in answered}
+        if new and answer is not None:
+            params = UpdateParams(task_id=task_id, input_responses=new)
+            await client.session.send_request(UpdateTask(params=params), RAW)
+            answered |= set(new)
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"task {task_id} did not end: {seen[-1]}")
+
+
+async def test_the_sdk_client_delegates_answers_and_reads_the_report(served: Served) -> None:
+    async with mcp_client(served, tasks=True) as client:
+        listed = await client.list_tools()
+        tools = {t.name: t for t in listed.tools}
+        assert set(tools) >= {"delegate", "get_task", "answer_task", "cancel_task"}
+        # The tool's schema is the one /schemas serves.
+        served_plan = httpx.get(f"{served.url}/schemas/plan.v1.json").json()
+        assert tools["delegate"].input_schema["properties"]["plan"] == served_plan
+
+        work = plan("mcp sdk", quick("one"), quick("two", irreversible=True))
+        created = await client.session.call_tool("delegate", {"plan": work}, allow_claimed=True)
+        assert isinstance(created, CreateTaskResult) and created.status == "working"
+        approve = {"action": "accept", "content": {"decision": "approve", "note": "go"}}
+        seen = await poll(client, created.task_id, approve)
+
+    asked = next(s for s in seen if s["status"] == "input_required")
+    (key, request) = next(iter(asked["inputRequests"].items()))
+    assert key == "irreversible.two" and request["method"] == "elicitation/create"
+    schema = request["params"]["requestedSchema"]["properties"]["decision"]
+    assert schema["enum"] == ["approve", "skip", "reject"]
+    end = seen[-1]
+    assert end["status"] == "completed" and end["result"]["isError"] is False
+    assert end["result"]["content"][0]["text"] == "2 of 2 items done and verified."
+    # The MCP task is the A2A task: the same key reads it, with its plan done and committed.
+    task = await record(served, created.task_id)
+    assert task.status.state == COMPLETED and items_done(task) == ["one", "two"]
+    assert len(workspace_commits(served, created.task_id)) >= 2
+
+
+async def test_a_retried_call_makes_one_task_and_a_cancel_stops_it(served: Served) -> None:
+    call = {
+        "jsonrpc": "2.0",
+        "id": 41,
+        "method": "tools/call",
+        "params": {
+            "name": "delegate",
+            "arguments": {"plan": plan("retried", quick("slow", run="sleep 30"))},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+            },
+        },
+    }
+    headers = {
+        "Authorization": f"Bearer {served.key}",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "delegate",
+        "Accept": "application/json, text/event-stream",
+    }
+    made = [httpx.post(f"{served.url}/mcp", json=call, headers=headers).json() for _ in range(2)]
+    assert made[0]["result"]["resultType"] == "task"
+    assert made[0]["result"]["taskId"] == made[1]["result"]["taskId"]
+    task_id = made[0]["result"]["taskId"]
+    async with mcp_client(served, tasks=True) as client:
+        await client.session.send_request(CancelTask(params=TaskIdParams(task_id=task_id)), RAW)
+        seen = await poll(client, task_id)
+        assert seen[-1]["status"] == "cancelled"
+        with pytest.raises(MCPError) as missing:
+            await client.session.send_request(GetTask(params=TaskIdParams(task_id="nope")), RAW)
+        assert (
+            missing.value.error.code == -32602 and "no task 'nope'" in missing.value.error.message
+        )
+    assert (await record(served, task_id)).status.state == CANCELED
+
+
+async def test_a_client_without_the_extension_polls_with_tools(served: Served) -> None:
+    async with mcp_client(served, tasks=False) as client:
+        work = plan("plain mcp", quick("first", irreversible=True))
+        said = await client.call_tool("delegate", {"plan": work})
+        text = said.content[0].text
+        task_id = text.split()[1]
+        assert not said.is_error and "get_task" in text
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = json.loads(
+                (await client.call_tool("get_task", {"task_id": task_id})).content[0].text
+            )
+            if now["status"] == "input_required":
+                break
+            await asyncio.sleep(0.2)
+        (key,) = now["inputRequests"]
+        answered = await client.call_tool(
+            "answer_task", {"task_id": task_id, "request_id": key, "decision": "skip"}
+        )
+        assert not answered.is_error
+        again = await client.call_tool(
+            "answer_task", {"task_id": task_id, "request_id": key, "decision": "maybe"}
+        )
+        assert again.is_error  # one answer per request: the second is refused, saying why
+        # A plan that is not one is refused as a tool error a person (or a model) can act on.
+        bad = await client.call_tool("delegate", {"plan": {"goal": "x", "items": []}})
+        assert bad.is_error and "items" in bad.content[0].text
+    task = await record(served, task_id)
+    assert task.status.state == COMPLETED
+
+
+async def test_the_door_needs_a_key(served: Served) -> None:
+    response = httpx.post(f"{served.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "x"})
+    assert response.status_code == 401
+
+
+def test_the_typescript_ext_tasks_client(served: Served) -> None:
+    try:
+        where = ensure_node_modules(DRIVERS / "mcp")
+    except VenvBuildError as exc:
+        pytest.fail(f"could not install the ext-tasks client: {exc}", pytrace=False)
+    scenarios = {
+        "approve": {
+            "args": {"plan": plan("ext-tasks", quick("a"), quick("b", irreversible=True))},
+            "answer": {"action": "accept", "content": {"decision": "approve"}},
+        },
+        "decline": {
+            "args": {"plan": plan("ext-tasks declined", quick("c", irreversible=True))},
+            "answer": {"action": "decline"},
+        },
+        "cancel": {
+            "args": {"plan": plan("ext-tasks cancel", quick("d", run="sleep 30"))},
+            "cancelOnStatus": "working",
+        },
+    }
+    result_file = where / f"result-{time.monotonic_ns()}.json"
+    done = subprocess.run(
+        ["node", str(where / "drive_ext_tasks.mjs")],
+        input=json.dumps({"url": f"{served.url}/mcp", "key": served.key, "scenarios": scenarios}),
+        capture_output=True,
+        text=True,
+        cwd=where,
+        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "DRIVER_RESULT_FILE": str(result_file)},
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads(result_file.read_text())
+    result_file.unlink()
+
+    approved = results["approve"]
+    assert approved["kind"] == "task" and approved["outcome"] == "completed", approved
+    assert approved["inputRequests"][0]["key"] == "irreversible.b"
+    assert "input_required" in approved["statuses"]
+    assert approved["result"]["isError"] is False
+    declined = results["decline"]
+    assert declined["outcome"] == "completed" and declined["result"]["isError"] is True, declined
+    assert results["cancel"]["outcome"] == "cancelled", results["cancel"]
