@@ -90,7 +90,8 @@ class TasksExtension(ClientExtension):
 
 @asynccontextmanager
 async def mcp_client(served: Served, *, tasks: bool, key: str | None = None) -> AsyncIterator[Any]:
-    headers = {"Authorization": f"Bearer {key or served.key}"}
+    given = key or served.key  # a server without keys (the test default) takes none
+    headers = {"Authorization": f"Bearer {given}"} if given else {}
     async with create_mcp_http_client(headers=headers) as http:
         transport = streamable_http_client(f"{served.url}/mcp", http_client=http)
         extensions = [TasksExtension()] if tasks else []
