@@ -12,12 +12,14 @@ is an A2A task: the same row, visible by GetTask, in the dashboard, the CLI and 
   Any other client gets the task's id at once, and the tools `get_task`, `answer_task` and
   `cancel_task` to do the same by polling.
 - A retried `tools/call` (the same request id and arguments) makes one task: its messageId is
-  derived from both, and the handler applies a messageId once per caller. An answer to a
-  request is applied once per request: its messageId is derived from the task and request.
+  derived from both, and the handler applies a messageId once per caller. A request is
+  answered once: the same answer again is a retry (its messageId is derived from the task,
+  the request and the answer), and another is refused, saying how the request was decided.
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' parameter types (and the
 # schemas in them, made at run time) from the live annotations.
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -114,8 +116,27 @@ class McpDoor:
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
-        async with self.server.session_manager.run():
+        """The SDK's session manager, run by a task of its own: its task group must be left
+        by the task that entered it, and a lifespan may be entered and left by two (the
+        in-process tests' fixtures)."""
+        ready, stop = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            async with self.server.session_manager.run():
+                ready.set()
+                await stop.wait()
+
+        holder = asyncio.create_task(hold(), name="mcp-sessions")
+        started = asyncio.create_task(ready.wait())
+        await asyncio.wait({holder, started}, return_when=asyncio.FIRST_COMPLETED)
+        if holder.done():
+            started.cancel()
+            holder.result()  # it ended before it was ready: say why
+        try:
             yield
+        finally:
+            stop.set()
+            await holder
 
     # ---- what the tools and the extension share -------------------------------------------
 
@@ -181,7 +202,9 @@ class McpDoor:
         message = Message(
             role=Role.ROLE_USER,
             task_id=task_id,
-            message_id=_message_id("answer", task_id, key),
+            # The same answer sent again is one answer; another answer to a request already
+            # decided is refused by the reply's own check, which says how it was decided.
+            message_id=_message_id("answer", task_id, key, decision, note),
             parts=[Part(data=value, media_type="application/json")],
         )
         send = SendMessageRequest(

@@ -227,7 +227,12 @@ async def test_a_client_without_the_extension_polls_with_tools(served: Served, m
         again = await client.call_tool(
             "answer_task", {"task_id": task_id, "request_id": key, "decision": "maybe"}
         )
-        assert again.is_error  # one answer per request: the second is refused, saying why
+        # One answer per request: the same one again is a retry, another is refused, saying why.
+        assert again.is_error and "already decided: skip" in again.content[0].text
+        retried = await client.call_tool(
+            "answer_task", {"task_id": task_id, "request_id": key, "decision": "skip"}
+        )
+        assert not retried.is_error
         # A plan that is not one is refused as a tool error a person (or a model) can act on.
         bad = await client.call_tool("delegate", {"plan": {"goal": "x", "items": []}})
         assert bad.is_error and "items" in bad.content[0].text
