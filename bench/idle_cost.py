@@ -15,23 +15,15 @@ drops the database at the end. PostgreSQL's CPU is every `postgres` process's on
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-import psycopg
-from dbos import run_dbos_database_migrations
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from a2a_agent.database import sqlalchemy_url
+from bench.databases import bench_database
 from bench.throughput import tree_cpu_s
-from persistence.migrate import migrate
 from tests.support.processes import AgentProcess
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -88,24 +80,12 @@ def main() -> None:
     parser.add_argument("--polls", default="0.1,0.25,0.5,1", help="queue poll intervals (s)")
     parser.add_argument("--seconds", type=float, default=20.0, help="idle time measured")
     args = parser.parse_args()
-    name = f"a2a_bench_idle_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(args.database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = make_conninfo(args.database_url, dbname=name)
-    try:
-        asyncio.run(migrate(url))
-        run_dbos_database_migrations(sqlalchemy_url(url))
+    with bench_database(args.database_url, "a2a_bench_idle") as url:
         print(f"idle `a2a-agent serve`, {args.seconds:g} s each; CPU in % of one core")
         print(f"  {'queue poll (s)':>14}  {'server tree':>11}  {'PostgreSQL':>10}")
         for poll in (float(p) for p in args.polls.split(",")):
             ours, pg = measure(url, poll, args.seconds)
             print(f"  {poll:>14g}  {100 * ours:>10.1f}%  {100 * pg:>9.1f}%")
-    finally:
-        with psycopg.connect(args.database_url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-        print(f"dropped database {name}")
 
 
 if __name__ == "__main__":

@@ -29,13 +29,9 @@ from typing import Any
 
 import httpx
 import psycopg
-from dbos import run_dbos_database_migrations
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from a2a_agent.database import sqlalchemy_url
-from persistence.migrate import migrate
+from bench.databases import bench_database
 from tests.support.processes import AgentProcess
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -161,14 +157,7 @@ def main() -> None:
     parser.add_argument("--polls", type=int, default=1000)
     parser.add_argument("--moved", type=int, default=50)
     args = parser.parse_args()
-    name = f"a2a_bench_poll_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(args.database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = make_conninfo(args.database_url, dbname=name)
-    server = None
-    try:
-        asyncio.run(migrate(url))
-        run_dbos_database_migrations(sqlalchemy_url(url))
+    with bench_database(args.database_url, "a2a_bench_poll") as url:
         home = Path(tempfile.mkdtemp(prefix="a2a-poll-"))
         server = AgentProcess(
             role="serve",
@@ -178,15 +167,10 @@ def main() -> None:
             extra_args=("--no-worker",),
             env={"A2A_AGENT_MAX_ACTIVE_TASKS": "0"},
         ).start()
-        asyncio.run(run(url, server, args.polls, args.moved))
-    finally:
-        if server is not None:
+        try:
+            asyncio.run(run(url, server, args.polls, args.moved))
+        finally:
             server.kill()
-        with psycopg.connect(args.database_url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-        print(f"dropped database {name}")
 
 
 if __name__ == "__main__":

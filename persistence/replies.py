@@ -34,6 +34,18 @@ class Reply:
 
 
 @dataclass(frozen=True)
+class Note:
+    """A steering note for a working task, as its message carried it."""
+
+    owner: str
+    text: str
+    message: JSON
+    message_id: str
+    digest: str
+    if_generation: int | None = None  # applied only if the task is still at this generation
+
+
+@dataclass(frozen=True)
 class Answered:
     """resumed | repeat | none_pending | unknown | decided | bad_decision | missing | stale
     (the task has moved past `if_generation`: it is at `generation`)."""
@@ -63,17 +75,7 @@ class ReplyStore(Protocol):
     """What the edge needs to apply a reply."""
 
     async def answer(self, task_id: str, reply: Reply) -> Answered: ...
-    async def note(
-        self,
-        task_id: str,
-        owner: str,
-        text: str,
-        *,
-        message: JSON,
-        message_id: str,
-        digest: str,
-        if_generation: int | None = None,
-    ) -> Noted: ...
+    async def note(self, task_id: str, note: Note) -> Noted: ...
 
 
 def task_from_json(data: Any) -> TaskRow | None:
@@ -129,26 +131,16 @@ class PostgresReplyStore:
             generation=int(got.get("generation") or 0),
         )
 
-    async def note(
-        self,
-        task_id: str,
-        owner: str,
-        text: str,
-        *,
-        message: JSON,
-        message_id: str,
-        digest: str,
-        if_generation: int | None = None,
-    ) -> Noted:
+    async def note(self, task_id: str, note: Note) -> Noted:
         payload: JSON = {
-            "owner": owner,
-            "text": text,
-            "message": message,
-            "message_id": message_id,
-            "digest": digest,
+            "owner": note.owner,
+            "text": note.text,
+            "message": note.message,
+            "message_id": note.message_id,
+            "digest": note.digest,
         }
-        if if_generation is not None:
-            payload["if_generation"] = if_generation
+        if note.if_generation is not None:
+            payload["if_generation"] = note.if_generation
         got = await self._call("add_note", task_id, payload)
         return Noted(
             result=got["result"],

@@ -67,7 +67,7 @@ from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.notify import TaskNotifier
 from persistence.push import PushConfigStore
 from persistence.records import JSON, TaskRow
-from persistence.replies import Reply, ReplyStore
+from persistence.replies import Note, Reply, ReplyStore
 from persistence.tasks import CannotContinue, TaskStore
 
 DEFAULT_PAGE_SIZE = 50
@@ -390,12 +390,14 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
             )
         noted = await self.replies.note(
             row.task_id,
-            row.owner,
-            text,
-            message=message_to_json(message),
-            message_id=message.message_id,
-            digest=message_digest(message),
-            if_generation=generation,
+            Note(
+                owner=row.owner,
+                text=text,
+                message=message_to_json(message),
+                message_id=message.message_id,
+                digest=message_digest(message),
+                if_generation=generation,
+            ),
         )
         if noted.result == "stale":
             raise stale(row.task_id, generation, noted.generation)
