@@ -54,6 +54,7 @@ from starlette.routing import BaseRoute, Route
 from a2a_agent.edge import scopes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.mcp_door import shapes
+from a2a_agent.watched import watch
 from persistence.errors import StoreError
 from persistence.records import JSON, TaskRow
 
@@ -118,13 +119,14 @@ class McpDoor:
     async def lifespan(self) -> AsyncIterator[None]:
         """The SDK's session manager, run by a task of its own: its task group must be left
         by the task that entered it, and a lifespan may be entered and left by two (the
-        in-process tests' fixtures)."""
-        ready, stop = asyncio.Event(), asyncio.Event()
+        in-process tests' fixtures). The task is watched: if it ends before the shutdown
+        cancels it, the process exits to be replaced (`watched`)."""
+        ready = asyncio.Event()
 
         async def hold() -> None:
             async with self.server.session_manager.run():
                 ready.set()
-                await stop.wait()
+                await asyncio.Event().wait()  # until the shutdown cancels it
 
         holder = asyncio.create_task(hold(), name="mcp-sessions")
         started = asyncio.create_task(ready.wait())
@@ -132,11 +134,13 @@ class McpDoor:
         if holder.done():
             started.cancel()
             holder.result()  # it ended before it was ready: say why
+        watch(holder, "the MCP door's session manager")
         try:
             yield
         finally:
-            stop.set()
-            await holder
+            holder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await holder
 
     # ---- what the tools and the extension share -------------------------------------------
 

@@ -52,6 +52,16 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+async def _end_group(proc: asyncio.subprocess.Process) -> None:
+    """Kill the command's process group, reap its leader, then kill the group again: bwrap
+    forks the box's init as it starts, and one forked while the first kill landed outlives
+    its parent (seen under load: a canceled `sleep 60` still running 15 s later); it is
+    still in the group, which outlives its leader while a member lives."""
+    _kill_group(proc.pid)
+    await proc.wait()
+    _kill_group(proc.pid)
+
+
 def _pdeathsig_prefix() -> list[str]:
     # If the worker dies, its command's shell dies with it (setpriv sets the parent-death
     # signal, then execs bash); what the shell started is killed by `kill_leftovers`.
@@ -129,13 +139,11 @@ async def run_command(
             await asyncio.gather(pump(), proc.wait())
     except TimeoutError:
         timed_out = True
-        _kill_group(proc.pid)
-        await proc.wait()
+        await _end_group(proc)
     except asyncio.CancelledError:
         # Cancelled as planned: kill the box and reap it (a killed box exits at once), then
         # let the cancel go on. A second cancel while reaping goes on too, the group noted.
-        _kill_group(proc.pid)
-        await proc.wait()
+        await _end_group(proc)
         if pid_file is not None:
             _note_group(pid_file, None)
         raise
