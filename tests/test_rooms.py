@@ -143,3 +143,25 @@ def test_harness_imports_have_no_cycle() -> None:
 
     for node in sorted(graph):
         visit(node)
+
+
+# Each SDK at its edge only (house style 3): the packages that may import it.
+SDK_EDGES = {
+    "mcp": ("a2a_agent.mcp_door",),
+    "mcp_types": ("a2a_agent.mcp_door",),
+    "anthropic": ("a2a_agent.model.anthropic_adapter",),
+}
+
+
+def test_each_sdk_is_imported_only_at_its_edge() -> None:
+    root = HARNESS.parent
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for imported in _imports(name, path):
+            sdk = imported.split(".")[0]
+            edges = SDK_EDGES.get(sdk)
+            if edges and not any(name == e or name.startswith(e + ".") for e in edges):
+                wrong.append(f"{name} imports {imported}")
+    assert wrong == [], "\n".join(wrong)
