@@ -43,7 +43,15 @@ def task_fields(row: TaskRow, created_at: datetime | None = None) -> JSON:
         "ttlMs": None,  # kept until the service's retention removes the task
         "pollIntervalMs": POLL_INTERVAL_MS,
     }
-    if row.status_text:
+    request = pending_request(row.status_data) if row.state == "input_required" else None
+    if request is not None:
+        # The A2A status text says how to reply in A2A; an MCP client answers the form.
+        asked = request.get("summary") or request.get("question") or "The task asks you."
+        fields["statusMessage"] = (
+            f"Waiting for you: {asked} Answer request `{request.get('id')}` (its form, or "
+            "answer_task)."
+        )
+    elif row.status_text:
         fields["statusMessage"] = row.status_text
     return fields
 

@@ -152,6 +152,8 @@ async def test_the_sdk_client_delegates_answers_and_reads_the_report(served: Ser
     asked = next(s for s in seen if s["status"] == "input_required")
     (key, request) = next(iter(asked["inputRequests"].items()))
     assert key == "irreversible.two" and request["method"] == "elicitation/create"
+    assert asked["statusMessage"].startswith("Waiting for you: Item `two`")
+    assert "DataPart" not in asked["statusMessage"]  # the A2A way to reply is not said here
     schema = request["params"]["requestedSchema"]["properties"]["decision"]
     assert schema["enum"] == ["approve", "skip", "reject"]
     end = seen[-1]
