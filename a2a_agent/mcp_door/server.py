@@ -8,7 +8,8 @@ is an A2A task: the same row, visible by GetTask, in the dashboard, the CLI and 
   an A2A message's DataPart takes them (the tool's JSON Schema is the one `/schemas` serves).
   A client that declares the tasks extension (`io.modelcontextprotocol/tasks`, MCP
   2026-07-28) gets a `CreateTaskResult` once the task is stored, then polls it with
-  `tasks/get`, answers its requests with `tasks/update` and stops it with `tasks/cancel`.
+  `tasks/get` (or listens: `task_notifications.py`), answers its requests with
+  `tasks/update` and stops it with `tasks/cancel`.
   Any other client gets the task's id at once, and the tools `get_task`, `answer_task` and
   `cancel_task` to do the same by polling.
 - A retried `tools/call` (the same request id and arguments) makes one task: its messageId is
@@ -54,6 +55,7 @@ from starlette.routing import BaseRoute, Route
 from a2a_agent.edge import scopes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.mcp_door import shapes
+from a2a_agent.mcp_door.task_notifications import TaskListeners
 from a2a_agent.watched import watch
 from persistence.errors import StoreError
 from persistence.records import JSON, TaskRow
@@ -105,6 +107,7 @@ class McpDoor:
             extensions=[_TasksExtension(self)],
             tools=self._tools(schemas),
         )
+        self.server.middleware.append(TaskListeners(self, _declared))
         self.server.streamable_http_app(
             json_response=True,
             stateless_http=True,

@@ -289,3 +289,61 @@ def test_the_typescript_ext_tasks_client(served: Served) -> None:
     declined = results["decline"]
     assert declined["outcome"] == "completed" and declined["result"]["isError"] is True, declined
     assert results["cancel"]["outcome"] == "cancelled", results["cancel"]
+
+
+def _modern(method: str, name: str | None = None) -> dict[str, str]:
+    headers = {
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+        "Accept": "application/json, text/event-stream",
+    }
+    return {**headers, "Mcp-Name": name} if name else headers
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+}
+
+
+async def test_a_listening_client_is_told_each_change_of_its_tasks(served: Served) -> None:
+    async with mcp_client(served, tasks=True) as client:
+        work = plan("listened", quick("long", run="sleep 30"))
+        created = await client.session.call_tool("delegate", {"plan": work}, allow_claimed=True)
+    task_id = created.task_id
+    auth = {"Authorization": f"Bearer {served.key}"}
+    listen = {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": [task_id, "not-mine"]}, "_meta": MODERN_META},
+    }
+    frames: list[dict[str, Any]] = []
+    async with httpx.AsyncClient(base_url=served.url, timeout=60, headers=auth) as http:
+        headers = _modern("subscriptions/listen")
+        async with http.stream("POST", "/mcp", json=listen, headers=headers) as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            async for line in stream.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                frames.append(json.loads(line[5:]))
+                if frames[-1].get("method") == "notifications/subscriptions/acknowledged":
+                    cancel = {
+                        "jsonrpc": "2.0",
+                        "id": 6,
+                        "method": "tasks/cancel",
+                        "params": {"taskId": task_id, "_meta": MODERN_META},
+                    }
+                    done = await http.post(
+                        "/mcp", json=cancel, headers=_modern("tasks/cancel", task_id)
+                    )
+                    assert "result" in done.json(), done.text
+                if "result" in frames[-1]:
+                    break
+    ack, *told, end = frames
+    assert ack["params"]["notifications"] == {"taskIds": [task_id]}  # not another's task
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 5
+    assert told and all(f["method"] == "notifications/tasks" for f in told)
+    assert told[-1]["params"]["taskId"] == task_id
+    assert told[-1]["params"]["status"] == "cancelled"
+    assert end["id"] == 5 and end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 5
