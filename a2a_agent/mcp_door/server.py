@@ -24,13 +24,15 @@ import asyncio
 import contextlib
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
-from a2a.auth.user import UnauthenticatedUser
+from a2a.helpers.proto_helpers import new_data_part
 from a2a.server.context import ServerCallContext
-from a2a.server.routes.common import StarletteUser
+from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     Message,
@@ -40,7 +42,6 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
 )
 from a2a.utils.errors import A2AError, TaskNotCancelableError
-from google.protobuf.struct_pb2 import Value
 from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, Extension, MCPServer, MethodBinding
 from mcp.server.mcpserver.exceptions import ToolError
@@ -63,6 +64,7 @@ from persistence.records import JSON, TaskRow
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 MODERN = "2026-07-28"
 PATH = "/mcp"
+CREATED_KEPT = 10_000  # submission times kept (a few dozen bytes each)
 DATA_KEYS = ("plan", "workspace", "budget", "publish")
 
 
@@ -75,15 +77,13 @@ class UpdateParams(TaskIdParams):
 
 
 def _context(request: Request | None) -> ServerCallContext:
-    """The A2A call context of an MCP request: its key's principal and scopes, as the A2A
-    routes build it (the door's middleware authenticated the request)."""
+    """The A2A call context of an MCP request, as the A2A routes build it (the door's
+    middleware authenticated the request: its key's principal and scopes), speaking 1.0."""
     if request is None:
         raise MCPError(code=INVALID_PARAMS, message="the MCP door takes HTTP requests only")
-    user = StarletteUser(request.user) if "user" in request.scope else UnauthenticatedUser()
-    state: dict[str, Any] = {"headers": {"a2a-version": "1.0"}}
-    if "auth" in request.scope:
-        state["auth"] = request.auth
-    return ServerCallContext(user=user, state=state)
+    context = DefaultServerCallContextBuilder().build(request)
+    context.state["headers"]["a2a-version"] = "1.0"  # an MCP request names no A2A version
+    return context
 
 
 def _message_id(kind: str, *parts: Any) -> str:
@@ -100,6 +100,7 @@ class McpDoor:
 
     def __init__(self, handler: AgentRequestHandler, schemas: dict[str, JSON]) -> None:
         self.handler = handler
+        self._created: OrderedDict[str, datetime] = OrderedDict()
         self.server = MCPServer(
             "a2a-agent",
             instructions="Delegate long, verified work (a plan of items, each with a check "
@@ -161,9 +162,7 @@ class McpDoor:
             parts.append(Part(text=goal))
         data = {k: arguments[k] for k in DATA_KEYS if arguments.get(k) is not None}
         if data:
-            value = Value()
-            value.struct_value.update(data)
-            parts.append(Part(data=value, media_type="application/json"))
+            parts.append(new_data_part(data, "application/json"))
         if not parts:
             raise ToolError("delegate needs a goal (a text for the model) or a plan")
         message = Message(
@@ -188,11 +187,23 @@ class McpDoor:
             raise MCPError(code=INVALID_PARAMS, message=f"there is no task {task_id!r} of yours")
         return row
 
+    async def created_at(self, row: TaskRow) -> datetime | None:
+        """When the task was submitted: read once, then kept (it never changes), so a poll
+        or a listener's wake-up costs only the cached row."""
+        created = self._created.get(row.task_id)
+        if created is None:
+            created = await self.handler.store.created_at(row.task_id, row.owner)
+            if created is not None:
+                self._created[row.task_id] = created
+                while len(self._created) > CREATED_KEPT:
+                    self._created.popitem(last=False)
+        return created
+
     async def detailed(self, request: Request | None, task_id: str) -> JSON:
         context = _context(request)
         try:
             row = await self._row(context, "read", task_id)
-            created = await self.handler.store.created_at(task_id, row.owner)
+            created = await self.created_at(row)
         except (A2AError, StoreError) as exc:
             raise MCPError(code=INVALID_PARAMS, message=_said(exc)) from exc
         return shapes.detailed_task(row, created)
@@ -204,15 +215,13 @@ class McpDoor:
         approval: JSON = {"id": key, "decision": decision}
         if note:
             approval["note"] = note
-        value = Value()
-        value.struct_value.update({"approval": approval})
         message = Message(
             role=Role.ROLE_USER,
             task_id=task_id,
             # The same answer sent again is one answer; another answer to a request already
             # decided is refused by the reply's own check, which says how it was decided.
             message_id=_message_id("answer", task_id, key, decision, note),
-            parts=[Part(data=value, media_type="application/json")],
+            parts=[new_data_part({"approval": approval}, "application/json")],
         )
         send = SendMessageRequest(
             message=message, configuration=SendMessageConfiguration(return_immediately=True)
@@ -323,8 +332,7 @@ class _TasksExtension(Extension):
             row = await self.door.delegate(params.arguments or {}, ctx.request, ctx.request_id)
         except ToolError as exc:
             return {"resultType": "complete", "content": [_text(str(exc))], "isError": True}
-        created = await self.door.handler.store.created_at(row.task_id, row.owner)
-        return {"resultType": "task", **shapes.task_fields(row, created)}
+        return {"resultType": "task", **shapes.task_fields(row, await self.door.created_at(row))}
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> JSON:
         return await self.door.detailed(ctx.request, params.task_id)
