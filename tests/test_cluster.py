@@ -16,29 +16,9 @@ from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
 
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
 from tests.support.db import rows
-from tests.support.processes import REPO, AgentProcess
+from tests.support.processes import REPO, AgentProcess, free_port
 
 pytestmark = pytest.mark.processes  # a whole local fleet of processes
-
-
-def free_ports(n: int) -> int:
-    """A first port with the n - 1 after it free too."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = int(probe.getsockname()[1])
-        if first + n < 65000 and all(_free(first + i) for i in range(n)):
-            return first
-    raise RuntimeError("no run of free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def ready(url: str) -> bool:
@@ -51,7 +31,7 @@ def ready(url: str) -> bool:
 async def test_a_local_cluster_shares_the_work_and_stops_together(
     database_url: str, home: Path
 ) -> None:
-    port = free_ports(2)
+    port = free_port(2)
     env = AgentProcess(role="worker", database_url=database_url, home=home, executor_id="c").env
     del env["A2A_AGENT_EXECUTOR_ID"]  # the cluster names each process
     # Five processes at once (two APIs, two workers, a deliverer) beside three other test

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import socket
@@ -21,10 +22,46 @@ REPO = Path(__file__).resolve().parents[2]
 LOGS: list[Path] = []  # every process's log, for the secret check at the end of the session
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _worker_index() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # "gw3" under xdist
+    return int(worker[2:]) if worker[2:].isdigit() else 0
+
+
+_BLOCK = 400  # ports each xdist worker may hand out before it wraps round
+_next_ports = itertools.count()
+
+
+def free_port(n: int = 1) -> int:
+    """A port (with the n - 1 after it) free on loopback, below the kernel's ephemeral range.
+
+    Every outgoing connection and every bind to port 0 takes a port from the ephemeral range,
+    so a port picked there can be taken by another test's client socket before our server
+    binds it: a cluster's second API process failed in CI with EADDRINUSE that way. Below the
+    range a port is only taken by someone binding it on purpose, and each xdist worker hands
+    out its own block, so two workers never pick the same one."""
+    floor = _ephemeral_floor()
+    base = max(1024, floor - 8 * _BLOCK) + (_worker_index() % 8) * _BLOCK
+    for _ in range(_BLOCK):
+        first = base + next(_next_ports) % (_BLOCK - n)
+        if all(_free(first + i) for i in range(n)):
+            return first
+    raise RuntimeError(f"no {n} free port(s) in {base}..{base + _BLOCK}")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 # What the test suite adds for every server it starts (tests/conftest.py fills it); the
