@@ -10,8 +10,9 @@ is an A2A task: the same row, visible by GetTask, in the dashboard, the CLI and 
   2026-07-28) gets a `CreateTaskResult` once the task is stored, then polls it with
   `tasks/get` (or listens: `task_notifications.py`), answers its requests with
   `tasks/update` and stops it with `tasks/cancel`.
-  Any other client gets the task's id at once, and the tools `get_task`, `answer_task` and
-  `cancel_task` to do the same by polling.
+  A client of MCP 2025-11-25 that asks for a task gets that version's form of it
+  (`legacy_tasks.py`). Any other client gets the task's id at once, and the tools
+  `get_task`, `answer_task` and `cancel_task` to do the same by polling.
 - A retried `tools/call` (the same request id and arguments) makes one task: its messageId is
   derived from both, and the handler applies a messageId once per caller. A request is
   answered once: the same answer again is a retry (its messageId is derived from the task,
@@ -56,6 +57,7 @@ from starlette.routing import BaseRoute, Route
 from a2a_agent.edge import scopes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.mcp_door import shapes
+from a2a_agent.mcp_door.legacy_tasks import LegacyTasks
 from a2a_agent.mcp_door.task_notifications import TaskListeners
 from a2a_agent.watched import watch
 from persistence.errors import StoreError
@@ -109,6 +111,7 @@ class McpDoor:
             tools=self._tools(schemas),
         )
         self.server.middleware.append(TaskListeners(self, _declared))
+        self.server.middleware.append(LegacyTasks(self))
         self.server.streamable_http_app(
             json_response=True,
             stateless_http=True,
@@ -199,12 +202,21 @@ class McpDoor:
                     self._created.popitem(last=False)
         return created
 
-    async def detailed(self, request: Request | None, task_id: str) -> JSON:
-        context = _context(request)
+    def context(self, request: Request | None) -> ServerCallContext:
+        return _context(request)
+
+    async def caller_row(self, request: Request | None, task_id: str) -> TaskRow:
+        """The caller's task `task_id` (read scope); an MCP error, saying why, if it is not."""
         try:
-            row = await self._row(context, "read", task_id)
-            created = await self.created_at(row)
+            return await self._row(_context(request), "read", task_id)
         except (A2AError, StoreError) as exc:
+            raise MCPError(code=INVALID_PARAMS, message=_said(exc)) from exc
+
+    async def detailed(self, request: Request | None, task_id: str) -> JSON:
+        row = await self.caller_row(request, task_id)
+        try:
+            created = await self.created_at(row)
+        except StoreError as exc:
             raise MCPError(code=INVALID_PARAMS, message=_said(exc)) from exc
         return shapes.detailed_task(row, created)
 

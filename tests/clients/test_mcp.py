@@ -202,8 +202,8 @@ async def test_a_retried_call_makes_one_task_and_a_cancel_stops_it(served: Serve
     assert (await record(served, task_id)).status.state == CANCELED
 
 
-# A client of MCP 2025-11-25 (the handshake; VS Code's Copilot Chat) polls with the tools too:
-# the SDK serves that version's task form no more (its tools/call answers a CallToolResult).
+# A client of MCP 2025-11-25 that does not ask for a task (the handshake alone) polls with the
+# tools too; the 2025-11-25 task form has its own tests (test_mcp_2025.py).
 @pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
 async def test_a_client_without_the_extension_polls_with_tools(served: Served, mode: str) -> None:
     async with mcp_client(served, tasks=False, mode=mode) as client:
