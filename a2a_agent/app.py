@@ -34,7 +34,7 @@ from a2a_agent.edge.streams import ResumableStreams
 from a2a_agent.edge.workspace_intake import SourceIntake
 from a2a_agent.engine import LaunchedEngine
 from a2a_agent.harness.workspace.unpack import Limits
-from a2a_agent.mcp_door.server import McpDoor
+from a2a_agent.mcp_door.doorway import Door, Doorway
 from a2a_agent.observe.metrics import metrics_route
 from a2a_agent.runtime import Runtime, plan_limits, source_rules
 from a2a_agent.settings import Settings
@@ -101,7 +101,12 @@ def create_app(
         }
         return JSONResponse(body, status_code=200 if health.ready else 503)
 
-    door = McpDoor(handler, tool_schemas(settings, plan_limits(settings)))
+    def mcp_door() -> Door:
+        from a2a_agent.mcp_door.server import McpDoor  # noqa: PLC0415 (on the first request)
+
+        return McpDoor(handler, tool_schemas(settings, plan_limits(settings)))
+
+    door = Doorway(mcp_door)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import uvicorn
 from dbos import run_dbos_database_migrations
 
-from a2a_agent import client_cli, ops
+from a2a_agent import client_commands, ops
 from a2a_agent.database import resolve_database_url, sqlalchemy_url
 from a2a_agent.delivery.process import run_delivery
 from a2a_agent.edge.auth import DEFAULT_SCOPES, SCOPES, new_key
@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     ping.add_argument(
         "--max-age", type=float, default=120.0, help="--alive: seconds since its last mark (120)"
     )
-    client_cli.add_commands(sub)
+    client_commands.add_commands(sub)
     return parser
 
 
@@ -278,8 +278,12 @@ def _without_password(url: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in ("send", "tasks"):
-        return client_cli.run(args)  # a client of a running server: no settings, no database
+    if args.command in client_commands.COMMANDS:
+        # A client of a running server: no settings, no database (`entry` sends these to the
+        # client before this module is imported; this is `main` called directly).
+        from a2a_agent import client_cli  # noqa: PLC0415
+
+        return client_cli.run(args)
     _not_dumpable()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

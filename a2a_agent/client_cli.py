@@ -49,7 +49,6 @@ from rich.console import Console
 
 from a2a_agent.client_tree import run_tree, tree_view
 from a2a_agent.client_view import (
-    STATE_NAMES,
     News,
     request_of,
     state_name,
@@ -61,49 +60,6 @@ from a2a_agent.client_view import (
 CATCH_UP_S = 5.0  # at the end, how long the event log may take to reach the last status
 EXIT_CODES = {"completed": 0, "failed": 1, "canceled": 2, "rejected": 2}
 WAITING = ("input_required", "auth_required")
-
-
-def add_commands(sub: Any) -> None:
-    """The client's commands on the main parser."""
-
-    def common(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--url", help="the server (A2A_AGENT_URL; default http://127.0.0.1:8000)"
-        )
-        parser.add_argument("--key", help="an API key (A2A_AGENT_KEY; default the local admin.key)")
-        parser.add_argument("--json", action="store_true", help="print the server's answer as JSON")
-
-    send = sub.add_parser("send", help="give the server a task: a goal, or a plan")
-    send.add_argument("goal", nargs="?", help="the goal in plain words")
-    send.add_argument("--plan", type=Path, help="a plan as JSON (a file, or - for stdin)")
-    send.add_argument(
-        "--repo", help="start from this repository: URL@REF (a branch, tag or commit)"
-    )
-    send.add_argument("--watch", action="store_true", help="then watch it until it ends")
-    common(send)
-    tasks = sub.add_parser("tasks", help="list, show, watch and steer tasks")
-    actions = tasks.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser("list", help="your tasks, newest first")
-    listing.add_argument("--state", choices=sorted(STATE_NAMES), help="only those in this state")
-    common(listing)
-    for name, what in (
-        ("show", "a task: its plan, evidence, budget and what it waits for"),
-        ("watch", "a live view until the task ends or waits"),
-        ("cancel", "stop a task"),
-        ("diff", "the task's changes as a diff (once it ended)"),
-        ("tree", "the tree of runs it belongs to: its parent, child runs and peers' tasks"),
-    ):
-        parser = actions.add_parser(name, help=what)
-        parser.add_argument("task_id")
-        common(parser)
-    for name in ("approve", "reject"):
-        parser = actions.add_parser(name, help=f"{name} what the task waits for")
-        parser.add_argument("task_id")
-        parser.add_argument("--note", default=None, help="a note kept with the decision")
-        parser.add_argument(
-            "--id", dest="request_id", help="the request (default: the pending one)"
-        )
-        common(parser)
 
 
 def _key(args: argparse.Namespace) -> str | None:

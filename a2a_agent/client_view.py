@@ -18,10 +18,6 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-STATE_NAMES = frozenset(
-    {"submitted", "working", "input_required", "auth_required", "completed", "failed",
-     "canceled", "rejected"}
-)  # fmt: skip
 COLORS = {
     "completed": "green",
     "failed": "red",

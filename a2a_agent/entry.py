@@ -7,16 +7,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-CLIENT_COMMANDS = frozenset({"send", "tasks"})
+from a2a_agent import client_commands
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in CLIENT_COMMANDS:
+    if args and args[0] in client_commands.COMMANDS:
         from a2a_agent import client_cli  # noqa: PLC0415 (the point: only this)
 
         parser = argparse.ArgumentParser(prog="a2a-agent")
-        client_cli.add_commands(parser.add_subparsers(dest="command", required=True))
+        client_commands.add_commands(parser.add_subparsers(dest="command", required=True))
         return client_cli.run(parser.parse_args(args))
     from a2a_agent.cli import main as server_main  # noqa: PLC0415
 

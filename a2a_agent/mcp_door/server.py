@@ -52,7 +52,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolRequestParams, InputResponses, RequestParams
 from starlette.requests import Request
-from starlette.routing import BaseRoute, Route
 
 from a2a_agent.edge import scopes
 from a2a_agent.edge.handler import AgentRequestHandler
@@ -65,7 +64,6 @@ from persistence.records import JSON, TaskRow
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 MODERN = "2026-07-28"
-PATH = "/mcp"
 CREATED_KEPT = 10_000  # submission times kept (a few dozen bytes each)
 DATA_KEYS = ("plan", "workspace", "budget", "publish")
 
@@ -118,9 +116,12 @@ class McpDoor:
             # The door's own middleware checks the Host header (TrustedHosts).
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
+        self._asgi = StreamableHTTPASGIApp(self.server.session_manager)
 
-    def routes(self) -> list[BaseRoute]:
-        return [Route(PATH, endpoint=StreamableHTTPASGIApp(self.server.session_manager))]
+    @property
+    def asgi(self) -> StreamableHTTPASGIApp:
+        """The door's ASGI app, served at `PATH` (by `doorway.Doorway`)."""
+        return self._asgi
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:

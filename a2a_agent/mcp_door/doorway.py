@@ -1,0 +1,70 @@
+"""The MCP door, opened by its first request.
+
+The `mcp` SDK costs a process about 0.45 s of CPU to import, a quarter of a server's start,
+and most processes never get an MCP request (the API processes of a deployment whose callers
+speak A2A, the test suite's hundreds of servers). So `/mcp` is served by this doorway, which
+builds the door (importing the SDK in a thread, so the event loop keeps serving) and starts
+its session manager when the first request comes, and closes it with the app. The first MCP
+request of a process waits for that; every later one goes straight through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Protocol
+
+from starlette.responses import PlainTextResponse
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+PATH = "/mcp"
+
+
+class Door(Protocol):
+    """What the doorway needs of the door it opens (`server.McpDoor`)."""
+
+    @property
+    def asgi(self) -> ASGIApp: ...
+    def lifespan(self) -> AbstractAsyncContextManager[None]: ...
+
+
+class Doorway:
+    """An ASGI app at `PATH` that opens the door `build` makes on the first request."""
+
+    def __init__(self, build: Callable[[], Door]) -> None:
+        self._build = build
+        self._door: Door | None = None
+        self._lock = asyncio.Lock()
+        self._stack = AsyncExitStack()
+        self._closed = False
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route(PATH, endpoint=self)]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        door = self._door or await self._open()
+        if door is None:
+            await PlainTextResponse("the server is shutting down", 503)(scope, receive, send)
+            return
+        await door.asgi(scope, receive, send)
+
+    async def _open(self) -> Door | None:
+        async with self._lock:
+            if self._door is None and not self._closed:
+                door = await asyncio.to_thread(self._build)
+                await self._stack.enter_async_context(door.lifespan())
+                self._door = door
+            return self._door
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """The app's lifespan: nothing to start; at the end, the door closed if it opened."""
+        try:
+            yield
+        finally:
+            async with self._lock:  # a door being opened is opened first, then closed
+                self._closed = True
+                self._door = None
+                await self._stack.aclose()
