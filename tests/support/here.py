@@ -39,6 +39,22 @@ def _stack_of(thread: threading.Thread) -> str:
     return "".join(traceback.format_stack(frame)) if frame is not None else "(gone)"
 
 
+def _tasks_of(loop: asyncio.AbstractEventLoop | None) -> str:
+    """What the server's loop still awaits: its thread's stack shows only the idle select."""
+    if loop is None:
+        return ""
+    try:
+        tasks = list(asyncio.all_tasks(loop))  # read from another thread: a report, no more
+    except RuntimeError:  # the set changed while it was read
+        return "(its tasks changed while read)"
+    lines = []
+    for task in tasks:
+        frames = task.get_stack(limit=6)
+        where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames))
+        lines.append(f"  {task.get_name()}: {where or repr(task.get_coro())}")
+    return "tasks of its loop:\n" + "\n".join(sorted(lines))
+
+
 def here_is_taken() -> bool:
     return _live.locked()
 
@@ -124,6 +140,7 @@ class ServerHere(AgentProcess):
         self.port = int(self._sock.getsockname()[1])
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the serving thread's, for reports
         self._handler: logging.Handler | None = None
         self._failed: BaseException | None = None
         self._died: int | None = None
@@ -191,7 +208,9 @@ class ServerHere(AgentProcess):
 
     def _serve(self, server: uvicorn.Server, sock: socket.socket) -> None:
         try:
-            asyncio.run(_served(server, sock))
+            with asyncio.Runner() as runner:
+                self._loop = runner.get_loop()
+                runner.run(_served(server, sock))
         except BaseException as exc:  # noqa: BLE001 -- reported by wait_ready and stop
             self._failed = exc
 
@@ -223,7 +242,7 @@ class ServerHere(AgentProcess):
         self._thread.join(timeout)
         alive = self._thread.is_alive()
         # Where it waits, for the failure's report (taken before the log is let go).
-        stuck = _stack_of(self._thread) if alive else ""
+        stuck = f"{_stack_of(self._thread)}\n{_tasks_of(self._loop)}" if alive else ""
         log = self.log() if alive else ""
         self._release()
         if alive:
