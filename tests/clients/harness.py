@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, ListTasksRequest, Task, TaskState
 
+from tests.clients.venvs import VenvBuildError, ensure_node_modules
 from tests.support.a2a import a2a_client, plan_of, wait_for
 from tests.support.processes import REPO, AgentProcess
 from tests.support.secrets import secret
@@ -168,6 +170,33 @@ def run_driver(
     times = {k: v.get("seconds") for k, v in run.result.items() if isinstance(v, dict)}
     print(f"{driver}: {run.seconds:.1f} s; scenarios {times}")  # shown with -rP or -s
     return run
+
+
+def run_node_driver(
+    package: str, script: str, served: Served, scenarios: dict[str, Any]
+) -> dict[str, Any]:
+    """Run a TypeScript client's driver (`drivers/<package>/<script>`, its npm packages
+    installed once) against the served MCP door; its results, read from the file it writes.
+    A failed install or a driver that fails fails the test, saying why."""
+    try:
+        where = ensure_node_modules(DRIVERS / package)
+    except VenvBuildError as exc:
+        pytest.fail(f"could not install {package}'s npm packages: {exc}", pytrace=False)
+    result_file = where / f"result-{time.monotonic_ns()}.json"
+    done = subprocess.run(
+        ["node", str(where / script)],
+        input=json.dumps({"url": f"{served.url}/mcp", "key": served.key, "scenarios": scenarios}),
+        capture_output=True,
+        text=True,
+        cwd=where,
+        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "DRIVER_RESULT_FILE": str(result_file)},
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    results: dict[str, Any] = json.loads(result_file.read_text())
+    result_file.unlink()
+    return results
 
 
 async def record(served: Served, task_id: str, timeout: float = 60) -> Task:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,13 +24,12 @@ from pydantic import TypeAdapter
 from tests.clients.harness import (
     CANCELED,
     COMPLETED,
-    DRIVERS,
     Served,
     items_done,
     record,
+    run_node_driver,
     workspace_commits,
 )
-from tests.clients.venvs import VenvBuildError, ensure_node_modules
 
 pytestmark = pytest.mark.clients
 TASKS = "io.modelcontextprotocol/tasks"
@@ -248,10 +246,6 @@ async def test_the_door_needs_a_key(served: Served) -> None:
 
 
 def test_the_typescript_ext_tasks_client(served: Served) -> None:
-    try:
-        where = ensure_node_modules(DRIVERS / "mcp")
-    except VenvBuildError as exc:
-        pytest.fail(f"could not install the ext-tasks client: {exc}", pytrace=False)
     scenarios = {
         "approve": {
             "args": {"plan": plan("ext-tasks", quick("a"), quick("b", irreversible=True))},
@@ -266,20 +260,7 @@ def test_the_typescript_ext_tasks_client(served: Served) -> None:
             "cancelOnStatus": "working",
         },
     }
-    result_file = where / f"result-{time.monotonic_ns()}.json"
-    done = subprocess.run(
-        ["node", str(where / "drive_ext_tasks.mjs")],
-        input=json.dumps({"url": f"{served.url}/mcp", "key": served.key, "scenarios": scenarios}),
-        capture_output=True,
-        text=True,
-        cwd=where,
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "DRIVER_RESULT_FILE": str(result_file)},
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    results = json.loads(result_file.read_text())
-    result_file.unlink()
+    results = run_node_driver("mcp", "drive_ext_tasks.mjs", served, scenarios)
 
     approved = results["approve"]
     assert approved["kind"] == "task" and approved["outcome"] == "completed", approved

@@ -7,27 +7,19 @@ them wrong: bad params, a task that is not there, a cursor this server did not g
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import time
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.clients.harness import CANCELED, COMPLETED, DRIVERS, Served, items_done, record
+from tests.clients.harness import CANCELED, COMPLETED, Served, items_done, record, run_node_driver
 from tests.clients.test_mcp import plan, quick
-from tests.clients.venvs import VenvBuildError, ensure_node_modules
 
 pytestmark = pytest.mark.clients
 LEGACY = "2025-11-25"
 
 
 def test_the_typescript_sdk_runs_delegate_as_a_2025_task(served: Served) -> None:
-    try:
-        where = ensure_node_modules(DRIVERS / "mcp_2025")
-    except VenvBuildError as exc:
-        pytest.fail(f"could not install the MCP SDK 1.x: {exc}", pytrace=False)
     scenarios = {
         "approve": {
             "args": {"plan": plan("sdk 1.x", quick("a"), quick("b", irreversible=True))},
@@ -40,20 +32,7 @@ def test_the_typescript_sdk_runs_delegate_as_a_2025_task(served: Served) -> None
         },
         "plain": {"args": {"plan": plan("sdk 1.x plain", quick("d"))}, "plain": True},
     }
-    result_file = where / f"result-{time.monotonic_ns()}.json"
-    done = subprocess.run(
-        ["node", str(where / "drive_sdk_tasks.mjs")],
-        input=json.dumps({"url": f"{served.url}/mcp", "key": served.key, "scenarios": scenarios}),
-        capture_output=True,
-        text=True,
-        cwd=where,
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "DRIVER_RESULT_FILE": str(result_file)},
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    results = json.loads(result_file.read_text())
-    result_file.unlink()
+    results = run_node_driver("mcp_2025", "drive_sdk_tasks.mjs", served, scenarios)
 
     assert results["protocol"] == LEGACY
     assert results["capabilities"]["tasks"]["requests"] == {"tools": {"call": {}}}
