@@ -10,9 +10,10 @@ import fcntl
 import gc
 import os
 import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -59,6 +60,10 @@ SUITE_ENV["A2A_AGENT_DB_POOL_MAX"] = "4"
 # The server every machine of this project runs (trust auth); the tests make their own
 # databases on it and drop them.
 MACHINE_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+# One run's databases share a prefix: the first process's id, which the xdist workers it
+# starts inherit. The run's last hook drops them all (`pytest_unconfigure`), and no other's.
+RUN = os.environ.setdefault("A2A_TEST_RUN", uuid.uuid4().hex[:8])
+DATABASES = f"a2a_t_{RUN}_"
 
 
 def _answers(url: str) -> bool:
@@ -104,39 +109,27 @@ def _create_db(admin_url: str, name: str, template: str | None = None) -> str:
     return make_conninfo(admin_url, dbname=name)
 
 
-def _drop_db(admin_url: str, name: str) -> None:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-
-
 @pytest.fixture(scope="session")
-def make_database(pg_admin_url: str) -> Iterator[Callable[[str | None], str]]:
-    """A factory of empty databases, dropped at the end of the session."""
-    made: list[str] = []
+def make_database(pg_admin_url: str) -> Callable[[str | None], str]:
+    """A factory of empty databases, named for this run and dropped after it
+    (`pytest_unconfigure`)."""
 
     def make(template: str | None = None) -> str:
-        name = f"a2a_t_{uuid.uuid4().hex[:12]}"
-        made.append(name)
+        name = f"{DATABASES}{uuid.uuid4().hex[:12]}"
         return _create_db(pg_admin_url, name, template)
 
-    yield make
-    # Dropped side by side: one after another, a worker's few hundred took 10-16 s of its end.
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(lambda name: _drop_db(pg_admin_url, name), made))
+    return make
 
 
 @pytest.fixture(scope="session")
-def template_db(pg_admin_url: str) -> Iterator[str]:
+def template_db(pg_admin_url: str) -> str:
     import asyncio  # noqa: PLC0415
 
-    name = f"a2a_tpl_{uuid.uuid4().hex[:12]}"
+    name = f"{DATABASES}tpl_{uuid.uuid4().hex[:12]}"
     url = _create_db(pg_admin_url, name)
     asyncio.run(migrate(url))
     run_dbos_database_migrations(sqlalchemy_url(url))
-    yield name
-    _drop_db(pg_admin_url, name)
+    return name
 
 
 @pytest.fixture
@@ -343,6 +336,25 @@ def _spread(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
             chunks[w].append(rest.pop(0))
     chunks[-1] += rest
     return [item for chunk in chunks for item in chunk]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After the run (in its first process, once every xdist worker has ended): its databases
+    dropped by a process of their own that nobody waits for (`support/drop_databases.py` says
+    why). An embedded server of the run's own is not asked: the next run removes its data."""
+    if hasattr(config, "workerinput"):
+        return
+    admin = os.environ.get("DATABASE_URL") or (MACHINE_SERVER if _answers(MACHINE_SERVER) else None)
+    if admin is None:
+        return
+    command = [sys.executable, "-m", "tests.support.drop_databases", admin, DATABASES]
+    # The shell starts it in the background and returns: no child of ours is left running.
+    subprocess.run(
+        ["sh", "-c", '"$@" >/dev/null 2>&1 &', "sh", *command],
+        cwd=Path(__file__).resolve().parents[1],
+        check=True,
+        start_new_session=True,
+    )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
