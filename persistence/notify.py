@@ -22,6 +22,16 @@ TICK_S = 1.0
 
 
 ANY_TASK = "*"  # watch(ANY_TASK) wakes on every task's NOTIFY
+LOST_WAKE_S = 5.0  # a wake-up may be lost with a dropped LISTEN connection: look again
+
+
+async def next_wake(wake: asyncio.Event, at_most_s: float = LOST_WAKE_S) -> None:
+    """Until `wake` (from `TaskNotifier.watch`) is set or `at_most_s` has passed, then cleared:
+    the caller reads again either way, so a wake-up lost with the LISTEN connection costs at
+    most `at_most_s`."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(wake.wait(), at_most_s)
+    wake.clear()
 
 
 class TaskNotifier:

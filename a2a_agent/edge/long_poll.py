@@ -21,7 +21,6 @@ LISTEN connection (`TaskNotifier.watch`) and reads the task through the read cac
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -34,13 +33,13 @@ from a2a_agent.edge.fast_reads import owner_reading, read_small, replay
 from a2a_agent.edge.generations import NotAGeneration, whole_number
 from a2a_agent.edge.refusals import Refusal, error_body, send_json
 from persistence.errors import StoreError
+from persistence.notify import LOST_WAKE_S, next_wake
 
 if TYPE_CHECKING:
     from a2a_agent.edge.handler import AgentRequestHandler
 
 EXTENSION_URI = "https://github.com/a2a-agent/a2a-agent/extensions/generation/v1"
 MAX_WAIT_S = 30.0
-FALLBACK_S = 5.0  # a wake-up may be lost with a dropped LISTEN connection: look again
 WAIT_KEYS = ("currentGeneration", "timeoutMs")
 READ_PREFIXES = ("/tasks/", "/v1/tasks/")
 
@@ -122,7 +121,6 @@ class LongPoll:
         deadline = time.monotonic() + wait.seconds
         async with self.handler.notifier.watch(task_id) as wake:
             while True:
-                wake.clear()
                 try:
                     row = await self.handler.store.get_task(task_id, owner)
                 except StoreError:
@@ -132,10 +130,7 @@ class LongPoll:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
-                try:
-                    await asyncio.wait_for(wake.wait(), min(left, FALLBACK_S))
-                except TimeoutError:
-                    continue
+                await next_wake(wake, min(left, LOST_WAKE_S))
 
 
 def _long_poll_call(body: bytes) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:

@@ -23,8 +23,7 @@ An MCP task is an A2A task in either form: the same row, the same owner checks, 
 
 from __future__ import annotations
 
-import asyncio
-from contextlib import AsyncExitStack, suppress
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -34,9 +33,9 @@ from mcp_types import INVALID_PARAMS
 from mcp_types import _v2025_11_25 as legacy
 from pydantic import BaseModel, ValidationError
 
-from a2a_agent.edge import scopes
 from a2a_agent.mcp_door import shapes
 from persistence.errors import StoreError
+from persistence.notify import next_wake
 from persistence.records import JSON, TaskRow
 
 if TYPE_CHECKING:
@@ -46,7 +45,6 @@ VERSION = "2025-11-25"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 TASK_TOOLS = ("delegate",)  # the tools a client may run as a task
 PAGE_SIZE = 50
-FALLBACK_S = 5.0  # a wake-up may be lost with a dropped LISTEN connection: look again
 ENDED = ("completed", "failed", "cancelled")
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -111,7 +109,7 @@ class LegacyTasks:
 
     async def _list(self, ctx: ServerRequestContext[Any, Any], params: JSON) -> JSON:
         request = _parsed(legacy.PaginatedRequestParams, params)
-        owner = scopes.owner(self.door.context(ctx.request), "read")
+        owner = self.door.owner(ctx.request, "read")
         try:
             page = await self.door.handler.store.list_tasks(
                 owner,
@@ -136,9 +134,7 @@ class LegacyTasks:
             wake = await stack.enter_async_context(self.door.handler.notifier.watch(task_id))
             row = await self._row(ctx, task_id)
             while shapes.MCP_STATUS[row.state] == "working":
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), timeout=FALLBACK_S)
-                wake.clear()
+                await next_wake(wake)
                 row = await self._row(ctx, task_id)
         if row.state == "canceled":
             raise MCPError(code=INVALID_PARAMS, message=f"task {task_id} was cancelled")
@@ -188,7 +184,7 @@ def _with_task_support(result: HandlerResult) -> HandlerResult:
 
 def _waiting_result(row: TaskRow) -> JSON:
     """What a task that waits for a person asks, as the tool's (not yet final) result."""
-    asked = shapes.task_fields(row).get("statusMessage") or "The task waits for you."
+    asked = shapes.status_message(row) or "The task waits for you."
     text = (
         f"{asked} Task {row.task_id} waits for this answer: call answer_task with task_id "
         f"{row.task_id!r}, the request's id and your decision, then follow it with get_task."

@@ -203,8 +203,9 @@ class McpDoor:
                     self._created.popitem(last=False)
         return created
 
-    def context(self, request: Request | None) -> ServerCallContext:
-        return _context(request)
+    def owner(self, request: Request | None, scope: str) -> str:
+        """Whose tasks the request may act on with `scope` (its key's principal)."""
+        return scopes.owner(_context(request), scope)
 
     async def caller_row(self, request: Request | None, task_id: str) -> TaskRow:
         """The caller's task `task_id` (read scope); an MCP error, saying why, if it is not."""

@@ -43,17 +43,22 @@ def task_fields(row: TaskRow, created_at: datetime | None = None) -> JSON:
         "ttlMs": None,  # kept until the service's retention removes the task
         "pollIntervalMs": POLL_INTERVAL_MS,
     }
-    request = pending_request(row.status_data) if row.state == "input_required" else None
-    if request is not None:
-        # The A2A status text says how to reply in A2A; an MCP client answers the form.
-        asked = request.get("summary") or request.get("question") or "The task asks you."
-        fields["statusMessage"] = (
-            f"Waiting for you: {asked} Answer request `{request.get('id')}` (its form, or "
-            "answer_task)."
-        )
-    elif row.status_text:
-        fields["statusMessage"] = row.status_text
+    message = status_message(row)
+    if message:
+        fields["statusMessage"] = message
     return fields
+
+
+def status_message(row: TaskRow) -> str | None:
+    """What the task says of itself: for a task that waits, what it asks and how an MCP
+    client answers (the A2A status text says how to reply in A2A)."""
+    request = pending_request(row.status_data) if row.state == "input_required" else None
+    if request is None:
+        return row.status_text or None
+    asked = request.get("summary") or request.get("question") or "The task asks you."
+    return (
+        f"Waiting for you: {asked} Answer request `{request.get('id')}` (its form, or answer_task)."
+    )
 
 
 def detailed_task(row: TaskRow, created_at: datetime | None = None) -> JSON:

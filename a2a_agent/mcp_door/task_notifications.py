@@ -29,11 +29,11 @@ from mcp_types import (
 )
 from pydantic import ConfigDict
 
+from persistence.notify import LOST_WAKE_S
 from persistence.records import JSON
 
 log = logging.getLogger(__name__)
 MAX_TASKS = 100  # task ids one listen may name
-FALLBACK_S = 5.0  # a wake-up may be lost with a dropped LISTEN connection: look again
 
 
 class TaskNotificationParams(NotificationParams):
@@ -97,7 +97,7 @@ class TaskListeners:
         live = {t for t, task in seen.items() if not _ended(task)}
         while live:
             waiters = [asyncio.ensure_future(w.wait()) for w in wakes]
-            await asyncio.wait(waiters, timeout=FALLBACK_S, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waiters, timeout=LOST_WAKE_S, return_when=asyncio.FIRST_COMPLETED)
             for waiter in waiters:
                 waiter.cancel()
             for wake in wakes:

@@ -105,3 +105,16 @@ def test_2025_task_requests_a_client_gets_wrong_are_refused_saying_why(served: S
     bad = _call(served, "tools/call", {"name": "delegate", "arguments": empty, "task": {}})
     assert bad["result"]["isError"] is True and "items" in bad["result"]["content"][0]["text"]
     assert _call(served, "tasks/list", {})["result"]["tasks"] == before
+
+
+def test_tasks_result_waits_for_a_working_task_to_end(served: Served) -> None:
+    # The TS client asks for the result only once the task has ended; another client may ask
+    # at once, and gets the report when the run is done, not the task as it is now.
+    work = {"plan": plan("result waits", quick("slow", run="sleep 2; echo slow > slow.txt"))}
+    made = _call(served, "tools/call", {"name": "delegate", "arguments": work, "task": {}})
+    task_id = made["result"]["task"]["taskId"]
+    assert made["result"]["task"]["status"] == "working"
+    result = _call(served, "tasks/result", {"taskId": task_id})["result"]
+    assert result["isError"] is False
+    assert result["content"][0]["text"] == "1 of 1 items done and verified."
+    assert result["structuredContent"]["state"] == "completed"
