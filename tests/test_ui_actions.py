@@ -185,6 +185,41 @@ async def test_text_typed_while_the_page_refreshes_is_kept(
         assert await view.input_value("#note") == "typed mid-refresh"
 
 
+async def test_a_click_the_page_refreshes_under_still_acts(
+    start_agent: StartAgent, browser: Browser
+) -> None:
+    """The body swapped between a button's press and its release would make no click at
+    all (the press on the old button, the release on the new): the swap waits for the
+    release, and the approval goes through."""
+    server = start_agent("serve", "ui-click", A2A_AGENT_INSECURE_OPEN="0")
+    dev = make_key(server, "dev", *TASK_KEYS)
+    ops = make_key(server, "ops", "read", "operator")
+    asks = plan_message([item("deploy", "true", "true", irreversible=True)], "click while I change")
+    async with a2a_client(server.url, key=dev) as client:
+        waiting = await wait_for(client, (await send(client, asks)).id, WAITING)
+        view = await task_page(browser, server, ops, waiting.id)
+        approve = "#request button[data-option='approve']"
+        await view.wait_for_selector(approve)
+        await view.add_script_tag(content=HOLD_BODY)
+        await view.evaluate(
+            "() => { document.getElementById('request').dataset.old = '1'; refresh(); }"
+        )
+        await view.wait_for_function("window.__held.length === 1")
+        box = await view.locator(approve).bounding_box()
+        assert box is not None
+        await view.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        await view.mouse.down()
+        # The new body arrives while the button is held; a round trip to the page lets the
+        # refresh go as far as it goes before the release.
+        await view.evaluate("window.__held.shift()()")
+        await view.evaluate("() => new Promise(r => setTimeout(r, 100))")
+        assert await view.locator("#request[data-old]").count() == 1  # not swapped yet
+        await view.mouse.up()
+        await view.wait_for_selector("#request[data-old]", state="detached")  # swapped after
+        ended = await wait_for(client, waiting.id)  # (the page's next bodies stay held)
+    assert ended.status.state == TaskState.TASK_STATE_COMPLETED
+
+
 async def test_the_retry_button_delivers_a_dead_push_again(
     start_agent: StartAgent,
     browser: Browser,
