@@ -54,12 +54,19 @@ class Supervisor:
     def beat_s(self) -> float:
         return max(0.2, self.registry.timeout_s / 3)
 
+    @property
+    def wake_s(self) -> float:
+        """How often the loop runs: every beat, or as often as reconciling is asked for when
+        that is sooner (a reconcile interval below the beat was once held to the beat: 10 s
+        with the defaults, whatever it said)."""
+        return min(self.beat_s, max(0.2, self.reconcile_interval_s))
+
     async def run_forever(self) -> None:
         """Beat until cancelled. Database trouble is logged and waited out; any other error
         ends this task, which ends the process (see `a2a_agent.watched`)."""
         last_reconcile = time.monotonic()
         while True:
-            await asyncio.sleep(self.beat_s)
+            await asyncio.sleep(self.wake_s)
             # Before any database work: a liveness probe tells a hung process from a database
             # that is away (which this loop waits out).
             self.alive()

@@ -1,0 +1,68 @@
+"""The supervisor's loop on a real pool (no DBOS, no HTTP): how often it does its duties."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from pathlib import Path
+
+from a2a_agent.engine.retention import Pruner, Retention
+from a2a_agent.engine.supervisor import Supervisor
+from persistence.db import Pool
+from persistence.replies import PostgresReplyStore
+from persistence.watch import PostgresWatchdogStore
+from persistence.workers import WorkerIdentity, WorkerRegistry
+
+
+class CountingPruner(Pruner):
+    """The real pruner, counting its passes (one per reconcile)."""
+
+    passes = 0
+
+    async def prune(self) -> None:
+        self.passes += 1
+        await super().prune()
+
+
+async def nothing(*_: object) -> None:
+    return None
+
+
+async def taken(_: str) -> int:
+    return 0
+
+
+async def test_a_reconcile_interval_below_the_beat_is_kept(pool: Pool, tmp_path: Path) -> None:
+    """A 30 s heartbeat timeout beats every 10 s; reconciling asked every 0.5 s happens every
+    0.5 s (it once waited for the beat: retention, lost enqueues and dead runs 10 s late)."""
+    identity = WorkerIdentity(
+        executor_id="sup-1", role="worker", host=socket.gethostname(), pid=os.getpid()
+    )
+    registry = WorkerRegistry(pool, identity, timeout_s=30.0)
+    await registry.register()
+    store = PostgresWatchdogStore(pool)
+    pruner = CountingPruner(store, Retention(workspaces=tmp_path), nothing, lambda *_: [])
+    supervisor = Supervisor(
+        registry=registry,
+        store=store,
+        run_worker=True,
+        replies=PostgresReplyStore(pool),
+        start_run=nothing,
+        take_over=taken,
+        reconcile_interval_s=0.5,
+        stuck_after_s=3600.0,
+        max_run_age_s=86400.0,
+        pruner=pruner,
+    )
+    assert supervisor.beat_s == 10.0
+    loop = asyncio.create_task(supervisor.run_forever())
+    try:
+        deadline = time.monotonic() + 8.0  # well before the first beat
+        while pruner.passes < 2:
+            assert time.monotonic() < deadline, f"{pruner.passes} reconcile pass(es) in 8 s"
+            await asyncio.sleep(0.05)
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
