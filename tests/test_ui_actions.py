@@ -5,14 +5,17 @@ person's principal; the retry of a dead push really delivers again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from a2a.client import Client
 from a2a.types.a2a_pb2 import (
     GetTaskRequest,
     SendMessageConfiguration,
     SendMessageRequest,
+    Task,
     TaskPushNotificationConfig,
     TaskState,
 )
@@ -162,23 +165,33 @@ Response.prototype.text = function () {
 """
 
 
-async def test_text_typed_while_the_page_refreshes_is_kept(
-    start_agent: StartAgent, browser: Browser
-) -> None:
-    server = start_agent("serve", "ui-typing", A2A_AGENT_INSECURE_OPEN="0")
+@contextlib.asynccontextmanager
+async def refresh_held(
+    start_agent: StartAgent, browser: Browser, name: str, marked: str
+) -> AsyncIterator[tuple[Client, Task, Page]]:
+    """A task waiting for a person, on its page, with the page's refresh under way and its
+    new body held (`window.__held`); the element `marked` carries `data-old` until the swap."""
+    server = start_agent("serve", name, A2A_AGENT_INSECURE_OPEN="0")
     dev = make_key(server, "dev", *TASK_KEYS)
     ops = make_key(server, "ops", "read", "operator")
-    asks = plan_message([item("deploy", "true", "true", irreversible=True)], "type while I change")
+    asks = plan_message([item("deploy", "true", "true", irreversible=True)], f"{name} me")
     async with a2a_client(server.url, key=dev) as client:
         waiting = await wait_for(client, (await send(client, asks)).id, WAITING)
         view = await task_page(browser, server, ops, waiting.id)
-        await view.wait_for_selector("#note")
+        await view.wait_for_selector(f"#{marked}")
         await view.add_script_tag(content=HOLD_BODY)
         # Not awaited by the page (its body is held): the function returns at once.
         await view.evaluate(
-            "() => { document.getElementById('note').dataset.old = '1'; refresh(); }"
+            f"() => {{ document.getElementById('{marked}').dataset.old = '1'; refresh(); }}"
         )
         await view.wait_for_function("window.__held.length === 1")  # the body is arriving
+        yield client, waiting, view
+
+
+async def test_text_typed_while_the_page_refreshes_is_kept(
+    start_agent: StartAgent, browser: Browser
+) -> None:
+    async with refresh_held(start_agent, browser, "ui-typing", "note") as (_, _, view):
         await view.fill("#note", "typed mid-refresh")
         await view.evaluate("window.__held.shift()()")
         await view.wait_for_selector("#note:not([data-old])")  # the body was swapped
@@ -191,21 +204,9 @@ async def test_a_click_the_page_refreshes_under_still_acts(
     """The body swapped between a button's press and its release would make no click at
     all (the press on the old button, the release on the new): the swap waits for the
     release, and the approval goes through."""
-    server = start_agent("serve", "ui-click", A2A_AGENT_INSECURE_OPEN="0")
-    dev = make_key(server, "dev", *TASK_KEYS)
-    ops = make_key(server, "ops", "read", "operator")
-    asks = plan_message([item("deploy", "true", "true", irreversible=True)], "click while I change")
-    async with a2a_client(server.url, key=dev) as client:
-        waiting = await wait_for(client, (await send(client, asks)).id, WAITING)
-        view = await task_page(browser, server, ops, waiting.id)
-        approve = "#request button[data-option='approve']"
-        await view.wait_for_selector(approve)
-        await view.add_script_tag(content=HOLD_BODY)
-        await view.evaluate(
-            "() => { document.getElementById('request').dataset.old = '1'; refresh(); }"
-        )
-        await view.wait_for_function("window.__held.length === 1")
-        box = await view.locator(approve).bounding_box()
+    async with refresh_held(start_agent, browser, "ui-click", "request") as held:
+        client, waiting, view = held
+        box = await view.locator("#request button[data-option='approve']").bounding_box()
         assert box is not None
         await view.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         await view.mouse.down()
