@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from typing import Any
 
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
@@ -13,6 +14,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
+from starlette.types import Message, Receive, Scope, Send
 
 from a2a_agent.edge.auth import KeyVerifier, RequireKey
 from a2a_agent.edge.card import (
@@ -33,12 +35,14 @@ from a2a_agent.edge.request_checks import RequestLimits, StrictContentType, Trus
 from a2a_agent.edge.streams import ResumableStreams
 from a2a_agent.edge.workspace_intake import SourceIntake
 from a2a_agent.engine import LaunchedEngine
+from a2a_agent.errors import AgentError
 from a2a_agent.harness.workspace.unpack import Limits
 from a2a_agent.mcp_door.doorway import Door, Doorway
 from a2a_agent.observe.metrics import metrics_route
 from a2a_agent.runtime import Runtime, plan_limits, source_rules
 from a2a_agent.settings import Settings
 from a2a_agent.ui.routes import Dashboard
+from persistence.errors import StoreError
 from persistence.metrics import PostgresMetricsStore
 from persistence.operator import PostgresOperatorStore
 
@@ -50,9 +54,11 @@ def create_app(
     conninfo: str,
     *,
     engine: Callable[[Runtime], LaunchedEngine] | None = None,
+    started: Callable[[], None] | None = None,
 ) -> Starlette:
     """The app and everything behind it; nothing global happens until its lifespan starts.
-    `engine` replaces DBOS (the in-process tests give a recording fake)."""
+    `engine` replaces DBOS (the in-process tests give a recording fake); `started` is called
+    once the lifespan has started everything (`serve` says where it serves only then)."""
     runtime = Runtime(settings, conninfo, role="serve", engine=engine)
     handler = AgentRequestHandler(
         store=runtime.store,
@@ -108,10 +114,21 @@ def create_app(
 
     door = Doorway(mcp_door)
 
+    refusal: list[str] = []
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with runtime, door.lifespan():
-            yield
+        up = False
+        try:
+            async with runtime, door.lifespan():
+                up = True
+                if started is not None:
+                    started()
+                yield
+        except (AgentError, StoreError) as exc:
+            if not up:  # a start refused for a reason an operator can act on
+                refusal.append(f"a2a-agent cannot start: {exc}")
+            raise
 
     card = load_card(
         settings,
@@ -174,6 +191,24 @@ def create_app(
         Middleware(FastReads, handler=handler, path=JSONRPC_PATH),
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    # uvicorn logs a failed start as the traceback Starlette formats; ours (the database
+    # away, the executor id in use) is logged as the sentence that says what to do.
+    app.router.lifespan = _said_plainly(app.router.lifespan, refusal)  # type: ignore[method-assign,assignment]
     app.state.runtime = runtime
     app.state.handler = handler  # the short read path's tests wrap it alone
     return app
+
+
+Lifespan = Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]]
+
+
+def _said_plainly(handle: Lifespan, refusal: list[str]) -> Lifespan:
+    async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
+        async def sending(message: Message) -> None:
+            if message["type"] == "lifespan.startup.failed" and refusal:
+                message = {"type": message["type"], "message": refusal[-1]}
+            await send(message)
+
+        await handle(scope, receive, sending)
+
+    return lifespan

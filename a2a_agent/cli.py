@@ -35,6 +35,7 @@ from persistence.migrate import migrate
 from persistence.push import PostgresPushStore
 
 PR_SET_DUMPABLE = 4
+STARTUP_FAILED = 3  # as uvicorn's own `run` exits when the app cannot start
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -352,10 +353,11 @@ def main(argv: list[str] | None = None) -> int:
         # The listening socket belongs to the parent, so it survives a replaced child and
         # requests queue in its backlog meanwhile.
         sock = _listen(settings.server.host, settings.server.port)
-        print(_serving(settings), flush=True)
 
         def serve() -> int:
-            app = create_app(settings, conninfo)
+            app = create_app(
+                settings, conninfo, started=lambda: print(_serving(settings), flush=True)
+            )
             config = uvicorn.Config(
                 app,
                 log_level="warning",
@@ -364,8 +366,14 @@ def main(argv: list[str] | None = None) -> int:
                 http=settings.server.http,
                 loop="asyncio",  # not uvloop: it forks the whole process for every command
             )
-            uvicorn.Server(config).run(sockets=[sock])
-            return 0
+            server = uvicorn.Server(config)
+            # A start that failed (uvicorn has logged why, and exits on its own) is not a
+            # clean exit: the nanny stops there, and whatever started `serve` sees it.
+            try:
+                server.run(sockets=[sock])
+            except SystemExit:
+                return STARTUP_FAILED
+            return 0 if server.started else STARTUP_FAILED
 
         return _run(args, settings, conninfo, serve)
     except (AgentError, StoreError) as exc:

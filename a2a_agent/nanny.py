@@ -71,6 +71,9 @@ def supervise(*children: Callable[[], int]) -> int:
         sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)
     }
     restarts = [deque[float](maxlen=CRASH_LOOP_RESTARTS) for _ in children]
+    # The code of the child that ended by itself: the others, stopped after it, exit 0 on
+    # SIGTERM, and must not hide that (a deliverer that could not reach the database).
+    ended_with: int | None = None
     try:
         for index, child in enumerate(children):
             running[_fork(child, previous)] = index
@@ -84,15 +87,14 @@ def supervise(*children: Callable[[], int]) -> int:
             if stopping:
                 continue
             if exited and codes[index] != EXIT_RESTART:
-                stopping, ended = True, index
+                stopping, ended_with = True, codes[index]
                 for other in list(running):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(other, signal.SIGTERM)
-                codes[0] = codes[ended]
                 continue
             _replaced(pid, status, exited, restarts[index])
             running[_fork(children[index], previous)] = index
-        return codes.get(0, 0)
+        return codes.get(0, 0) if ended_with is None else ended_with
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

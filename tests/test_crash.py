@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
+from psycopg.conninfo import make_conninfo
 
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
 from tests.support.processes import REPO, AgentProcess, StartAgent
@@ -129,6 +130,34 @@ async def test_executor_id_in_use_is_refused(start_agent: StartAgent) -> None:
     start_agent("worker", "twin")
     with pytest.raises(RuntimeError, match="in use by pid"):
         start_agent("worker", "twin")
+
+
+def refused_start(process: AgentProcess) -> tuple[int, str]:
+    """A `serve` that cannot start: its exit code and what it printed."""
+    process.start(wait=False)
+    assert process.proc is not None
+    return process.proc.wait(60), process.log()
+
+
+async def test_a_serve_that_cannot_start_says_why_in_a_line_and_exits_non_zero(
+    start_agent: StartAgent, database_url: str, home: Path
+) -> None:
+    """Whatever started `serve` (make run, systemd, a container) sees a failed start: no
+    "serving on" banner first, the reason in one line, no traceback, and a non-zero exit (it
+    was 0 when the database was away, with the banner printed)."""
+    start_agent("serve", "twin-s")
+    twin = AgentProcess(role="serve", database_url=database_url, home=home, executor_id="twin-s")
+    code, said = refused_start(twin)
+    assert code == 3, said
+    assert "cannot start: executor id 'twin-s' is in use by pid" in said
+    away = make_conninfo(database_url, dbname="a2a_no_such_database")
+    lost = AgentProcess(role="serve", database_url=away, home=home / "away", executor_id="away")
+    code, told = refused_start(lost)
+    assert code == 2, told
+    assert "a2a-agent: the database is unavailable" in told
+    assert 'database "a2a_no_such_database" does not exist' in told  # what to fix
+    for output in (said, told):
+        assert "Traceback" not in output and "serving on" not in output, output
 
 
 async def test_stuck_run_is_stopped_with_a_final_entry(start_agent: StartAgent, home: Path) -> None:
