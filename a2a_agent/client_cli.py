@@ -62,13 +62,47 @@ EXIT_CODES = {"completed": 0, "failed": 1, "canceled": 2, "rejected": 2}
 WAITING = ("input_required", "auth_required")
 
 
+def _admin_key_path() -> Path:
+    return Path(os.environ.get("A2A_AGENT_HOME") or "./.a2a-agent") / "admin.key"
+
+
 def _key(args: argparse.Namespace) -> str | None:
     if args.key:
         return str(args.key)
     if os.environ.get("A2A_AGENT_KEY"):
         return os.environ["A2A_AGENT_KEY"]
-    admin = Path(os.environ.get("A2A_AGENT_HOME") or "./.a2a-agent") / "admin.key"
+    admin = _admin_key_path()
     return admin.read_text().strip() if admin.is_file() else None
+
+
+def _key_source(args: argparse.Namespace) -> str:
+    """Where the key sent came from, for a refusal's message."""
+    if args.key:
+        return "the key given with --key"
+    if os.environ.get("A2A_AGENT_KEY"):
+        return "the key in A2A_AGENT_KEY"
+    admin = _admin_key_path()
+    if admin.is_file():
+        return f"the key in {admin}"
+    return f"no key (none given with --key or A2A_AGENT_KEY, and no {admin})"
+
+
+def _refusal(exc: BaseException) -> tuple[int, str] | None:
+    """The HTTP status and the server's own words, when an error wraps its answer."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, httpx.HTTPStatusError):
+        seen = seen.__cause__ or seen.__context__
+    if seen is None:
+        return None
+    response = seen.response
+    try:
+        body = response.json()
+    except ValueError:
+        return response.status_code, response.text.strip()[:500]
+    error = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(error, dict):
+        error = error.get("message") or error
+    return response.status_code, str(error)
 
 
 def _url(args: argparse.Namespace) -> str:
@@ -121,8 +155,7 @@ def _message(args: argparse.Namespace) -> Message:
     parts = [Part(text=args.goal)] if args.goal else []
     payload: dict[str, Any] = {}
     if args.plan is not None:
-        text = sys.stdin.read() if str(args.plan) == "-" else args.plan.read_text()
-        payload["plan"] = json.loads(text)
+        payload["plan"] = _plan_file(args.plan)
     if args.repo:
         url, ref = split_repo(args.repo)
         payload["workspace"] = {"git": {"url": url, **({"ref": ref} if ref else {})}}
@@ -133,14 +166,32 @@ def _message(args: argparse.Namespace) -> Message:
     return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=parts)
 
 
+def _plan_file(path: Path) -> Any:
+    """The plan in `path` (`-`: standard input), or a message saying what is wrong with it."""
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    except OSError as exc:
+        raise SystemExit(
+            f"a2a-agent send: cannot read the plan file {path}: {exc.strerror}"
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SystemExit(
+            f"a2a-agent send: the plan file {path} is not JSON (line {exc.lineno}, column "
+            f"{exc.colno}: {exc.msg})"
+        ) from None
+
+
 def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 async def _send(args: argparse.Namespace, console: Console) -> int:
+    message = _message(args)  # before connecting: a bad plan file is the caller's to fix
     async with connected(args) as (client, http):
         request = SendMessageRequest(
-            message=_message(args), configuration=SendMessageConfiguration(return_immediately=True)
+            message=message, configuration=SendMessageConfiguration(return_immediately=True)
         )
         task = None
         async for response in client.send_message(request):
@@ -155,6 +206,11 @@ async def _send(args: argparse.Namespace, console: Console) -> int:
             print(task.id)
         if args.watch:
             return await _watch(args, client, http, task.id, console, as_json=args.json)
+    state = state_name(task)
+    if state != "completed" and state in EXIT_CODES:  # refused at once (no model, say)
+        said = task.status.message.parts[0].text if task.status.message.parts else ""
+        print(f"a2a-agent send: task {task.id} is {state}: {said}", file=sys.stderr)
+        return EXIT_CODES[state]
     return 0
 
 
@@ -331,7 +387,16 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except (A2AError, A2AClientError) as exc:
-        print(f"a2a-agent: {exc}", file=sys.stderr)
+        refused = _refusal(exc)
+        if refused is not None and refused[0] in (401, 403):
+            print(
+                f"a2a-agent: {_url(args)} refused {_key_source(args)}: {refused[1]}",
+                file=sys.stderr,
+            )
+        elif refused is not None:
+            print(f"a2a-agent: {_url(args)} answered {refused[0]}: {refused[1]}", file=sys.stderr)
+        else:
+            print(f"a2a-agent: {exc}", file=sys.stderr)
         return 1
     except (httpx.HTTPError, OSError) as exc:
         print(f"a2a-agent: cannot reach {_url(args)}: {exc}", file=sys.stderr)

@@ -75,7 +75,9 @@ def _styled(state: str) -> Text:
 
 def tasks_table(tasks: list[Task]) -> Table:
     table = Table(title=f"{len(tasks)} task(s)", show_lines=False)
-    for column in ("task", "state", "goal", "items", "updated"):
+    # The id whole, even in a narrow terminal: a cut one cannot be used with `tasks show`.
+    table.add_column("task", no_wrap=True, min_width=36)
+    for column in ("state", "goal", "items", "updated"):
         table.add_column(column)
     for task in tasks:
         progress = dict(MessageToDict(task.metadata).get("progress") or {})

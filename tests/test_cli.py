@@ -148,9 +148,9 @@ def test_approve_from_the_cli_and_watch_exits_when_waiting(
     (decision,) = plan_data["parts"][0]["data"]["plan"]["decisions"]
     assert decision["decision"] == "approve" and decision["note"] == "ship it"
     assert decision["decidedBy"] == "dev"
-    # Without a key the server says so, and the CLI passes it on.
+    # With a key it does not know the server says so, and the CLI passes its words on.
     refused = cli(server, "tasks", "list", key="a2a_000000000000_nope")
-    assert refused.returncode == 1 and "401" in refused.stderr
+    assert refused.returncode == 1 and "this API key is not valid" in refused.stderr
 
 
 def test_cancel_from_the_cli(start_agent: StartAgent, tmp_path: Path) -> None:
@@ -278,9 +278,38 @@ def test_the_key_defaults_to_the_local_admin_key(start_agent: StartAgent, tmp_pa
     assert [t["id"] for t in listed] == [json.loads(sent.stdout)["id"]]
     # A2A_AGENT_KEY comes before the file...
     wrong = cli(server, "tasks", "list", key="a2a_000000000000_nope")
-    assert wrong.returncode == 1 and "401" in wrong.stderr
+    assert wrong.returncode == 1
+    # The server's own words, and which key it refused.
+    assert "refused the key in A2A_AGENT_KEY: this API key is not valid" in wrong.stderr
     # ...and without either there is no key to send.
     elsewhere = tmp_path / "no-home"
     elsewhere.mkdir()
     keyless = cli(server, "tasks", "list", home=elsewhere)
-    assert keyless.returncode == 1 and "401" in keyless.stderr
+    assert keyless.returncode == 1
+    assert f"refused no key (none given with --key or A2A_AGENT_KEY, and no {elsewhere}" in (
+        keyless.stderr
+    )
+    assert "an API key is required" in keyless.stderr
+
+
+def test_what_the_cli_is_given_wrong_it_says_plainly(
+    start_agent: StartAgent, tmp_path: Path
+) -> None:
+    server = start_agent("serve", "cli-9")  # no model configured
+    not_json = tmp_path / "plan.json"
+    not_json.write_text("nope")
+    bad = cli(server, "send", "--plan", str(not_json))
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert f"the plan file {not_json} is not JSON (line 1, column 1" in bad.stderr
+    missing = cli(server, "send", "--plan", str(tmp_path / "none.json"))
+    assert missing.returncode == 1 and "cannot reach" not in missing.stderr
+    assert "cannot read the plan file" in missing.stderr and "No such file" in missing.stderr
+    # A goal this server cannot work (no model): refused at once, and `send` says so.
+    goal = cli(server, "send", "write hello")
+    assert goal.returncode == 2, goal.stdout + goal.stderr
+    (task_id,) = goal.stdout.split()
+    assert f"task {task_id} is rejected:" in goal.stderr and "model" in goal.stderr
+    # The list shows whole ids at any width (80 columns here), so `tasks show` takes them.
+    listed = cli(server, "tasks", "list")
+    assert task_id in listed.stdout, listed.stdout
+    assert cli(server, "tasks", "show", task_id).returncode == 0
