@@ -277,6 +277,9 @@ class McpDoor:
             context = ctx.request_context
             given = {k: v for k, v in arguments.items() if v is not None}
             row = await door.delegate(given, context.request, context.request_id)
+            refused = shapes.refused_text(row)
+            if refused is not None:
+                raise ToolError(refused)
             return shapes.submitted_text(row)
 
         async def get_task(ctx: Context, task_id: str) -> str:

@@ -119,6 +119,14 @@ def submitted_text(row: TaskRow) -> str:
     """What a client without the tasks extension is told when its task is made."""
     return (
         f"Task {row.task_id} is {row.state}: it runs in the background. Look at it with "
-        f"get_task (taskId {row.task_id!r}); when it asks, answer with answer_task; stop it "
+        f"get_task (task_id {row.task_id!r}); when it asks, answer with answer_task; stop it "
         "with cancel_task."
     )
+
+
+def refused_text(row: TaskRow) -> str | None:
+    """Why a task ended as it was made (a goal on a server without a model, say): the
+    caller is told that, as the tool's error, not that it runs in the background."""
+    if row.state not in ("rejected", "failed", "canceled"):
+        return None
+    return f"Task {row.task_id} is {row.state}: {row.status_text or 'it cannot run'}"

@@ -210,7 +210,7 @@ async def test_a_client_without_the_extension_polls_with_tools(served: Served, m
         said = await client.call_tool("delegate", {"plan": work})
         text = said.content[0].text
         task_id = text.split()[1]
-        assert not said.is_error and "get_task" in text
+        assert not said.is_error and f"get_task (task_id '{task_id}')" in text
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             now = json.loads(
@@ -236,6 +236,10 @@ async def test_a_client_without_the_extension_polls_with_tools(served: Served, m
         # A plan that is not one is refused as a tool error a person (or a model) can act on.
         bad = await client.call_tool("delegate", {"plan": {"goal": "x", "items": []}})
         assert bad.is_error and "items" in bad.content[0].text
+        # A goal this server has no model for: refused at once, and the call says why.
+        poem = await client.call_tool("delegate", {"goal": "write me a poem"})
+        said = poem.content[0].text
+        assert poem.is_error and " is rejected: " in said and "model" in said, said
     task = await record(served, task_id)
     assert task.status.state == COMPLETED
 
