@@ -229,6 +229,18 @@ def test_list_and_push_parameters(server: tuple[AgentProcess, str]) -> None:
     assert "pageSize" in error_of(rpc(process, "ListTasks", {"pageSize": 500}), INVALID_PARAMS)
     text = error_of(rpc(process, "ListTasks", {"pageToken": "not-a-token"}), INVALID_PARAMS)
     assert "page token" in text
+    # A status that names no state is refused on both bindings (protobuf's parser dropped
+    # it, and every task was listed); the state's own name filters.
+    for status in ("BOGUS", "completed"):
+        said = error_of(rpc(process, "ListTasks", {"status": status}), INVALID_PARAMS)
+        assert f"status '{status}' is not a task state" in said and "TASK_STATE_COMPLETED" in said
+    listed = httpx.get(
+        f"{process.url}/tasks", params={"status": "completed"}, headers={"A2A-Version": "1.0"}
+    )
+    assert listed.status_code == 400 and "is not a task state" in listed.text
+    assert listed.json()["error"]["status"] == "INVALID_ARGUMENT"
+    named = rpc(process, "ListTasks", {"status": "TASK_STATE_REJECTED", "pageSize": 100})
+    assert {t["status"]["state"] for t in named["result"]["tasks"]} <= {"TASK_STATE_REJECTED"}
     body = rpc(
         process,
         "CreateTaskPushNotificationConfig",
