@@ -266,10 +266,17 @@ def _serving(settings: Settings) -> str:
         if settings.server.insecure_open
         else f"admin key in {settings.home / 'admin.key'}"
     )
+    model = (
+        settings.model.name
+        if settings.model.api_key
+        else "none (ANTHROPIC_API_KEY is unset): plans whose items all have `run` commands "
+        "work; goals in words and items for the model are refused, saying so"
+    )
     return (
         f"a2a-agent serving on http://{settings.server.host}:{settings.server.port}"
         f" (card: /.well-known/agent-card.json, dashboard: /ui)\n"
         f"  key: {key}\n  data: {where}; workspaces in {settings.workspaces}\n"
+        f"  model: {model}\n"
         f"  worker in this process: {'yes' if settings.worker.run_worker else 'no'}"
     )
 

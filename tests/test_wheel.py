@@ -76,6 +76,12 @@ def test_the_wheel_installs_and_serves_from_outside_the_source_tree(
                 pass
             assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
             time.sleep(0.2)
+        # What the operator is told: the banner once started, the model it has (none), and
+        # the admin key it made, once.
+        said = (tmp_path / "serve.log").read_text()
+        assert f"a2a-agent serving on {url}" in said, said
+        assert "model: none (ANTHROPIC_API_KEY is unset)" in said
+        assert said.count("no API key existed: made an admin key") == 1, said
         card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=10).json()
         assert card["name"] == "a2a-agent" and card["supportedInterfaces"]
         plan = {

@@ -36,5 +36,4 @@ async def ensure_admin_key(keys: KeyStore, home: Path) -> None:
         f"no API key existed: made an admin key ({stored.id}) in {path} (mode 0600); send it "
         "as 'Authorization: Bearer <key>', and make keys for callers with 'a2a-agent keys create'"
     )
-    log.warning(message)
-    print(f"a2a-agent: {message}", flush=True)
+    log.warning(message)  # once: the start's banner says where the key is, too
