@@ -339,7 +339,11 @@ async def _diff(task: Task, http: httpx.AsyncClient, console: Console) -> int:
             response.raise_for_status()
             sys.stdout.write(response.text)
         return 0
-    console.print(f"[yellow]{task.id} has no diff yet: it comes when the run ends[/yellow]")
+    state = state_name(task)
+    if state in EXIT_CODES:  # ended: a task refused at once never had a workspace
+        console.print(f"[yellow]{task.id} is {state} and has no diff: no work was kept[/yellow]")
+    else:
+        console.print(f"[yellow]{task.id} has no diff yet: it comes when the run ends[/yellow]")
     return 1
 
 

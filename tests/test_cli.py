@@ -313,3 +313,5 @@ def test_what_the_cli_is_given_wrong_it_says_plainly(
     listed = cli(server, "tasks", "list")
     assert task_id in listed.stdout, listed.stdout
     assert cli(server, "tasks", "show", task_id).returncode == 0
+    diff = cli(server, "tasks", "diff", task_id)
+    assert diff.returncode == 1 and "is rejected and has no diff" in diff.stdout + diff.stderr
