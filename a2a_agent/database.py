@@ -82,6 +82,20 @@ def embedded_server_uri(pgdata: Path, database: str | None = None) -> str:
     return str(server.get_uri(database))
 
 
+def embedded_gone(pgdata: Path) -> str | None:
+    """Why the embedded server in `pgdata` cannot come back by itself (None while it runs).
+    Nothing restarts it but the start of a process (`resolve_database_url`): a process that
+    lost it waited out an outage that would never end, answering 503s."""
+    pgdata = pgdata.resolve()
+    found = _postmaster(pgdata)
+    if found is not None and _serves(found[0], pgdata):
+        return None
+    return (
+        f"the embedded PostgreSQL in {pgdata} is no longer running (its log is "
+        f"{pgdata / 'log'}); a2a-agent stops, and its next start starts the database again"
+    )
+
+
 def _start_failed(pgdata: Path) -> ConfigError:
     return ConfigError(
         f"the embedded PostgreSQL in {pgdata} did not start; its log is {pgdata / 'log'}. "

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 
 from a2a_agent.budget import BudgetGuard
-from a2a_agent.database import sqlalchemy_url
+from a2a_agent.database import embedded_gone, sqlalchemy_url
 from a2a_agent.delivery.deliverer import PushDeliverer
 from a2a_agent.delivery.guard import AllowList
 from a2a_agent.delivery.process import delivery_config
@@ -310,6 +310,11 @@ class Runtime:
             ),
             fault=FaultPoint(settings.fault_file, "supervisor"),
             alive=partial(mark_alive, settings.home, settings.worker.executor_id),
+            database_gone=(
+                (lambda: None)
+                if settings.database.url
+                else partial(embedded_gone, settings.home / "pgdata")
+            ),
         )
 
     async def __aenter__(self) -> Runtime:

@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from a2a_agent.errors import AgentError
+
 log = logging.getLogger(__name__)
 
 EXIT_RESTART = 75  # EX_TEMPFAIL: "start me again"; the nanny does
@@ -52,6 +54,8 @@ def watch(
         error = done.exception()
         if error is None:
             log.critical("%s stopped unexpectedly; exiting so the process is replaced", what)
+        elif isinstance(error, AgentError):  # ours, saying what happened: no traceback
+            log.critical("%s stopped: %s", what, error)
         else:
             log.critical(
                 "%s died (%s: %s); exiting so the process is replaced",

@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from a2a_agent.database import embedded_server_uri
+from tests.support.processes import AgentProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,3 +143,25 @@ def test_a_pid_file_naming_another_process_is_stale(cluster: Cluster) -> None:
         if attaching is not None and attaching.poll() is None:
             attaching.kill()
             attaching.communicate()
+
+
+@pytest.mark.processes
+def test_a_server_whose_embedded_database_died_stops_saying_so(cluster: Cluster) -> None:
+    """Nothing but a start brings the embedded PostgreSQL back: a `serve` that lost it once
+    waited out an outage that could not end, answering 503s and logging tracebacks many
+    times a second. It stops instead, saying why, with a code whatever started it sees."""
+    server = AgentProcess(
+        role="serve", database_url="", home=cluster.pgdata.parent, executor_id="emb"
+    ).start()
+    try:
+        assert server.proc is not None
+        postmaster = int((cluster.pgdata / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGKILL)
+        code = server.proc.wait(60)
+    finally:
+        server.kill()
+    said = server.log()
+    assert code != 0, said
+    assert f"the embedded PostgreSQL in {cluster.pgdata} is no longer running" in said
+    assert "a2a-agent cannot start: the database is unavailable" in said  # its replacement
+    assert "DatabaseGone" not in said, said  # said as a sentence, not as a traceback

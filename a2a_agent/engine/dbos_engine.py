@@ -62,6 +62,7 @@ class DbosEngine:
         fault: Callable[[], None] = lambda: None,
         watch_peers: Callable[[], Awaitable[None]] | None = None,
         alive: Callable[[], None] = lambda: None,
+        database_gone: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._registry = registry
         self._store = store
@@ -115,6 +116,7 @@ class DbosEngine:
             fault=fault,
             watch_peers=watch_peers,
             alive=alive,
+            database_gone=database_gone,
         )
 
     async def _forget_runs(self, workflow_ids: list[str]) -> None:

@@ -17,6 +17,10 @@ from persistence.workers import WorkerRegistry
 log = logging.getLogger(__name__)
 
 
+class DatabaseGone(AgentError):
+    """The database cannot come back while this process runs (its embedded server died)."""
+
+
 class Supervisor:
     def __init__(
         self,
@@ -34,8 +38,10 @@ class Supervisor:
         fault: Callable[[], None] = lambda: None,
         watch_peers: Callable[[], Awaitable[None]] | None = None,
         alive: Callable[[], None] = lambda: None,
+        database_gone: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.watch_peers = watch_peers
+        self.database_gone = database_gone
         self.alive = alive
         self.registry = registry
         self.store = store
@@ -76,6 +82,9 @@ class Supervisor:
                     reconcile=time.monotonic() - last_reconcile >= self.reconcile_interval_s
                 )
             except StoreError as exc:
+                gone = self.database_gone()
+                if gone is not None:  # an outage that never ends: the process stops
+                    raise DatabaseGone(gone) from exc
                 log.warning("supervisor: %s", exc)
                 continue
             if time.monotonic() - last_reconcile >= self.reconcile_interval_s:
