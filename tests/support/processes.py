@@ -16,6 +16,8 @@ from typing import Protocol
 
 import httpx
 
+from tests.support.zygote import Forked, Zygote
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -127,7 +129,7 @@ class AgentProcess:
             self.args += ["--port", str(self.port)]
         self.env = agent_env(database_url, home, executor_id, code_dir, env)
         self.log_path = home / f"{executor_id}-{time.monotonic_ns()}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | Forked | None = None
 
     @property
     def url(self) -> str:
@@ -136,16 +138,20 @@ class AgentProcess:
     def start(self, *, wait: bool = True) -> AgentProcess:
         self.home.mkdir(parents=True, exist_ok=True)
         LOGS.append(self.log_path)
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            self.args,
-            env=self.env,
-            cwd=self.code_dir,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
+        if self.code_dir == REPO and not os.environ.get("A2A_TEST_EXEC"):
+            # Forked from a process that imported the server already (`zygote.py`).
+            self.proc = Zygote.spawn(self.args[3:], dict(self.env), REPO, self.log_path)
+        else:
+            log = self.log_path.open("ab")
+            self.proc = subprocess.Popen(
+                self.args,
+                env=self.env,
+                cwd=self.code_dir,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()
         if wait:
             self.wait_ready()
         return self
@@ -185,12 +191,11 @@ class AgentProcess:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise
-        return int(self.proc.returncode)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
 
 
 @contextlib.contextmanager
