@@ -255,7 +255,33 @@ def test_missing_version_header_is_refused(server: tuple[AgentProcess, str]) -> 
         f"{process.url}/",
         json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}},
     )
-    assert response.json()["error"]["code"] == -32009
+    answer = response.json()
+    assert answer["id"] == 1 and answer["error"]["code"] == -32009
+    assert answer["error"]["message"] == (
+        "'GetTask' is an A2A 1.0 method: send the header A2A-Version: 1.0; a request without "
+        "it speaks A2A 0.3 (at 0.3 it is 'tasks/get')"
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "then"),
+    [("tasks/get", "GetTask"), ("message/send", "SendMessage"), ("tasks/cancel", "CancelTask")],
+)
+def test_a_0_3_method_sent_as_1_0_says_which_to_change(
+    server: tuple[AgentProcess, str], method: str, then: str
+) -> None:
+    """It was the SDK's internal error (-32603) or a pydantic dump, by method."""
+    process, _ = server
+    response = httpx.post(
+        f"{process.url}/",
+        json={"jsonrpc": "2.0", "id": "q", "method": method, "params": {"id": "x"}},
+        headers={"A2A-Version": "1.0"},
+    )
+    answer = response.json()
+    assert response.status_code == 200 and answer["id"] == "q"
+    assert answer["error"]["code"] == -32009
+    assert f"'{method}' is an A2A 0.3 method" in answer["error"]["message"]
+    assert f"call '{then}', or send A2A-Version: 0.3" in answer["error"]["message"]
 
 
 def test_without_a_key_text_tasks_and_model_items_are_rejected(

@@ -34,3 +34,39 @@ def protocol_of(context: ServerCallContext | None) -> Protocol:
     if not isinstance(headers, dict):
         return V10
     return version_of_header(headers.get("a2a-version") or headers.get("A2A-Version"))
+
+
+# Each JSON-RPC method of A2A 0.3 and its name at 1.0: a request that names one version's
+# method while its header names the other is told which to change, not "not supported".
+METHODS_V03_TO_V10 = {
+    "message/send": "SendMessage",
+    "message/stream": "SendStreamingMessage",
+    "tasks/get": "GetTask",
+    "tasks/cancel": "CancelTask",
+    "tasks/resubscribe": "SubscribeToTask",
+    "tasks/pushNotificationConfig/set": "CreateTaskPushNotificationConfig",
+    "tasks/pushNotificationConfig/get": "GetTaskPushNotificationConfig",
+    "tasks/pushNotificationConfig/list": "ListTaskPushNotificationConfigs",
+    "tasks/pushNotificationConfig/delete": "DeleteTaskPushNotificationConfig",
+    "agent/getAuthenticatedExtendedCard": "GetExtendedAgentCard",
+}
+METHODS_V10 = frozenset({*METHODS_V03_TO_V10.values(), "ListTasks"})
+
+
+def method_version_mismatch(method: str, version: Protocol) -> str | None:
+    """What to change when `method` belongs to the other version than the request's header
+    says (None when they agree, or the method is neither's: the SDK says that)."""
+    if version == V10 and method in METHODS_V03_TO_V10:
+        return (
+            f"{method!r} is an A2A 0.3 method, and this request says A2A-Version 1.0: call "
+            f"{METHODS_V03_TO_V10[method]!r}, or send A2A-Version: 0.3 (or no version "
+            "header) to speak 0.3"
+        )
+    if version == V03 and method in METHODS_V10:
+        at_03 = [old for old, new in METHODS_V03_TO_V10.items() if new == method]
+        then = f" (at 0.3 it is {at_03[0]!r})" if at_03 else ""
+        return (
+            f"{method!r} is an A2A 1.0 method: send the header A2A-Version: 1.0; a request "
+            f"without it speaks A2A 0.3{then}"
+        )
+    return None
