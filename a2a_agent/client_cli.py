@@ -52,6 +52,7 @@ from a2a_agent.client_view import (
     News,
     request_of,
     state_name,
+    status_text,
     task_table,
     tasks_table,
     watch_view,
@@ -62,29 +63,17 @@ EXIT_CODES = {"completed": 0, "failed": 1, "canceled": 2, "rejected": 2}
 WAITING = ("input_required", "auth_required")
 
 
-def _admin_key_path() -> Path:
-    return Path(os.environ.get("A2A_AGENT_HOME") or "./.a2a-agent") / "admin.key"
-
-
-def _key(args: argparse.Namespace) -> str | None:
+def _key_and_source(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The key to send (`--key`, else A2A_AGENT_KEY, else the local admin.key) and where it
+    came from, for a refusal's message."""
     if args.key:
-        return str(args.key)
+        return str(args.key), "the key given with --key"
     if os.environ.get("A2A_AGENT_KEY"):
-        return os.environ["A2A_AGENT_KEY"]
-    admin = _admin_key_path()
-    return admin.read_text().strip() if admin.is_file() else None
-
-
-def _key_source(args: argparse.Namespace) -> str:
-    """Where the key sent came from, for a refusal's message."""
-    if args.key:
-        return "the key given with --key"
-    if os.environ.get("A2A_AGENT_KEY"):
-        return "the key in A2A_AGENT_KEY"
-    admin = _admin_key_path()
+        return os.environ["A2A_AGENT_KEY"], "the key in A2A_AGENT_KEY"
+    admin = Path(os.environ.get("A2A_AGENT_HOME") or "./.a2a-agent") / "admin.key"
     if admin.is_file():
-        return f"the key in {admin}"
-    return f"no key (none given with --key or A2A_AGENT_KEY, and no {admin})"
+        return admin.read_text().strip(), f"the key in {admin}"
+    return None, f"no key (none given with --key or A2A_AGENT_KEY, and no {admin})"
 
 
 def _refusal(exc: BaseException) -> tuple[int, str] | None:
@@ -111,7 +100,7 @@ def _url(args: argparse.Namespace) -> str:
 
 @asynccontextmanager
 async def connected(args: argparse.Namespace) -> AsyncIterator[tuple[Client, httpx.AsyncClient]]:
-    key = _key(args)
+    key, _ = _key_and_source(args)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     async with httpx.AsyncClient(timeout=60, headers=headers) as http:
         client = await create_client(_url(args), ClientConfig(streaming=False, httpx_client=http))
@@ -208,8 +197,10 @@ async def _send(args: argparse.Namespace, console: Console) -> int:
             return await _watch(args, client, http, task.id, console, as_json=args.json)
     state = state_name(task)
     if state != "completed" and state in EXIT_CODES:  # refused at once (no model, say)
-        said = task.status.message.parts[0].text if task.status.message.parts else ""
-        print(f"a2a-agent send: task {task.id} is {state}: {said}", file=sys.stderr)
+        print(
+            f"a2a-agent send: task {task.id} is {state}: {status_text(task.status)}",
+            file=sys.stderr,
+        )
         return EXIT_CODES[state]
     return 0
 
@@ -275,7 +266,7 @@ async def _watch(
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
-    text = task.status.message.parts[0].text if task.status.message.parts else ""
+    text = status_text(task.status)
     if as_json:
         _print_json(MessageToDict(task))
     else:
@@ -394,7 +385,7 @@ def run(args: argparse.Namespace) -> int:
         refused = _refusal(exc)
         if refused is not None and refused[0] in (401, 403):
             print(
-                f"a2a-agent: {_url(args)} refused {_key_source(args)}: {refused[1]}",
+                f"a2a-agent: {_url(args)} refused {_key_and_source(args)[1]}: {refused[1]}",
                 file=sys.stderr,
             )
         elif refused is not None:

@@ -37,6 +37,11 @@ def state_name(task: Task) -> str:
     return str(TaskState.Name(task.status.state)).removeprefix("TASK_STATE_").lower()
 
 
+def status_text(status: TaskStatus) -> str:
+    """What a status says (its message's first part), or ""."""
+    return status.message.parts[0].text if status.message.parts else ""
+
+
 def _data(task: Task, artifact_id: str, key: str) -> dict[str, Any] | None:
     for artifact in task.artifacts:
         if artifact.artifact_id == artifact_id:
@@ -140,7 +145,7 @@ def _budget(task: Task) -> Table:
 def task_table(task: Task) -> RenderableType:
     """One task as a person reads it: state, goal, items, budget, what it asks."""
     state = state_name(task)
-    text = task.status.message.parts[0].text if task.status.message.parts else ""
+    text = status_text(task.status)
     parts: list[RenderableType] = [
         Text.assemble(("state: ", "bold"), _styled(state)),
         Text(f"goal: {goal_of(task)}"),
@@ -199,7 +204,7 @@ class News:
         self.status = (status.state, status.timestamp.ToMicroseconds())
         at = status.timestamp.ToDatetime(tzinfo=UTC).astimezone().strftime("%H:%M:%S")
         state = str(TaskState.Name(status.state)).removeprefix("TASK_STATE_").lower()
-        text = status.message.parts[0].text if status.message.parts else ""
+        text = status_text(status)
         self.entries.append(f"{at} {state}" + (f": {text}" if text else ""))
 
     def _plan(self, artifact: Artifact) -> None:

@@ -20,7 +20,6 @@ from tests.support.zygote import Forked, Zygote
 
 REPO = Path(__file__).resolve().parents[2]
 
-
 LOGS: list[Path] = []  # every process's log, for the secret check at the end of the session
 
 
@@ -124,9 +123,12 @@ class AgentProcess:
         self.port = free_port() if role == "serve" else 0
         self.home = home
         self.executor_id = executor_id
-        self.args = [sys.executable, "-m", "a2a_agent", role, *extra_args]
+        # The command line after `a2a-agent`: what the zygote's child hands `main`, and an
+        # exec's arguments after `python -m a2a_agent`.
+        self.argv = [role, *extra_args]
         if role == "serve":
-            self.args += ["--port", str(self.port)]
+            self.argv += ["--port", str(self.port)]
+        self.args = [sys.executable, "-m", "a2a_agent", *self.argv]
         self.env = agent_env(database_url, home, executor_id, code_dir, env)
         self.log_path = home / f"{executor_id}-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen[bytes] | Forked | None = None
@@ -140,7 +142,7 @@ class AgentProcess:
         LOGS.append(self.log_path)
         if self.code_dir == REPO and not os.environ.get("A2A_TEST_EXEC"):
             # Forked from a process that imported the server already (`zygote.py`).
-            self.proc = Zygote.spawn(self.args[3:], dict(self.env), REPO, self.log_path)
+            self.proc = Zygote.spawn(self.argv, dict(self.env), REPO, self.log_path)
         else:
             log = self.log_path.open("ab")
             self.proc = subprocess.Popen(

@@ -30,8 +30,6 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 class Forked:
     """A server forked by the zygote: the part of `subprocess.Popen` the tests use."""
@@ -72,7 +70,7 @@ class Zygote:
     def spawn(cls, args: list[str], env: dict[str, str], cwd: Path, log: Path) -> Forked:
         with cls._lock:
             if cls._process is None or cls._process.poll() is not None:
-                cls._start()
+                cls._start(cwd)
             assert cls._process is not None and cls._status_dir is not None
             stdin, stdout = cls._process.stdin, cls._process.stdout
             assert stdin is not None and stdout is not None
@@ -85,16 +83,17 @@ class Zygote:
             return Forked(int(answer), cls._status_dir)
 
     @classmethod
-    def _start(cls) -> None:
+    def _start(cls, repo: Path) -> None:
+        """The zygote, run from `repo` (the code every server it forks runs)."""
         cls._status_dir = Path(tempfile.mkdtemp(prefix="a2a-zygote-"))
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/root"),
-            "PYTHONPATH": str(REPO),
+            "PYTHONPATH": str(repo),
         }
         cls._process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.zygote", str(cls._status_dir)],
-            cwd=REPO,
+            cwd=repo,
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
