@@ -43,6 +43,9 @@ from psycopg.conninfo import make_conninfo
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+# A benchmark measures the server as deployed: exec'd, not forked from the test suite's
+# zygote (whose memory it would share, and whose PATH its git lookup would keep).
+os.environ["A2A_TEST_EXEC"] = "1"
 from tests.support.processes import AgentProcess  # noqa: E402
 
 T = TypeVar("T")

@@ -22,6 +22,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# A benchmark measures the server as deployed: exec'd, not forked from the test suite's
+# zygote (whose memory it would share, and whose PATH its git lookup would keep).
+os.environ["A2A_TEST_EXEC"] = "1"
 from bench.databases import bench_database
 from bench.throughput import tree_cpu_s
 from tests.support.processes import AgentProcess

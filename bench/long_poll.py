@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -31,6 +32,9 @@ import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# A benchmark measures the server as deployed: exec'd, not forked from the test suite's
+# zygote (whose memory it would share, and whose PATH its git lookup would keep).
+os.environ["A2A_TEST_EXEC"] = "1"
 from bench.databases import bench_database
 from tests.support.processes import AgentProcess
 
