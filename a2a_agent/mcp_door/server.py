@@ -9,7 +9,7 @@ is an A2A task: the same row, visible by GetTask, in the dashboard, the CLI and 
   A client that declares the tasks extension (`io.modelcontextprotocol/tasks`, MCP
   2026-07-28) gets a `CreateTaskResult` once the task is stored, then polls it with
   `tasks/get` (or listens: `task_notifications.py`), answers its requests with
-  `tasks/update` and stops it with `tasks/cancel`.
+  `tasks/update` and stops it with `tasks/cancel` (`tasks_extension.py`).
   A client of MCP 2025-11-25 that asks for a task gets that version's form of it
   (`legacy_tasks.py`). Any other client gets the task's id at once, and the tools
   `get_task`, `answer_task` and `cancel_task` to do the same by polling.
@@ -43,14 +43,13 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
 )
 from a2a.utils.errors import A2AError, TaskNotCancelableError
-from mcp.server.context import CallNext, ServerRequestContext
-from mcp.server.mcpserver import Context, Extension, MCPServer, MethodBinding
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolRequestParams, InputResponses, RequestParams
+from mcp_types import INVALID_PARAMS
 from starlette.requests import Request
 
 from a2a_agent.edge import scopes
@@ -58,22 +57,13 @@ from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.mcp_door import shapes
 from a2a_agent.mcp_door.legacy_tasks import LegacyTasks
 from a2a_agent.mcp_door.task_notifications import TaskListeners
+from a2a_agent.mcp_door.tasks_extension import TasksExtension, declared, said
 from a2a_agent.watched import watch
 from persistence.errors import StoreError
 from persistence.records import JSON, TaskRow
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-MODERN = "2026-07-28"
 CREATED_KEPT = 10_000  # submission times kept (a few dozen bytes each)
 DATA_KEYS = ("plan", "workspace", "budget", "publish")
-
-
-class TaskIdParams(RequestParams):
-    task_id: str
-
-
-class UpdateParams(TaskIdParams):
-    input_responses: InputResponses
 
 
 def _context(request: Request | None) -> ServerCallContext:
@@ -91,10 +81,6 @@ def _message_id(kind: str, *parts: Any) -> str:
     return f"mcp-{kind}-{digest[:32]}"
 
 
-def _said(exc: A2AError | StoreError) -> str:
-    return getattr(exc, "message", None) or str(exc)
-
-
 class McpDoor:
     """The MCP server of this service, mounted at `PATH`; `lifespan` runs its sessions."""
 
@@ -105,10 +91,10 @@ class McpDoor:
             "a2a-agent",
             instructions="Delegate long, verified work (a plan of items, each with a check "
             "command) and follow it to its end: the work runs in the background, durably.",
-            extensions=[_TasksExtension(self)],
+            extensions=[TasksExtension(self)],
             tools=self._tools(schemas),
         )
-        self.server.middleware.append(TaskListeners(self, _declared))
+        self.server.middleware.append(TaskListeners(self, declared))
         self.server.middleware.append(LegacyTasks(self))
         self.server.streamable_http_app(
             json_response=True,
@@ -182,7 +168,7 @@ class McpDoor:
             task = await self.handler.on_message_send(send, context)
             return await self._row(context, "submit", task.id)
         except (A2AError, StoreError) as exc:
-            raise ToolError(_said(exc)) from exc
+            raise ToolError(said(exc)) from exc
 
     async def _row(self, context: ServerCallContext, scope: str, task_id: str) -> TaskRow:
         owner = scopes.owner(context, scope)
@@ -212,14 +198,14 @@ class McpDoor:
         try:
             return await self._row(_context(request), "read", task_id)
         except (A2AError, StoreError) as exc:
-            raise MCPError(code=INVALID_PARAMS, message=_said(exc)) from exc
+            raise MCPError(code=INVALID_PARAMS, message=said(exc)) from exc
 
     async def detailed(self, request: Request | None, task_id: str) -> JSON:
         row = await self.caller_row(request, task_id)
         try:
             created = await self.created_at(row)
         except StoreError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=_said(exc)) from exc
+            raise MCPError(code=INVALID_PARAMS, message=said(exc)) from exc
         return shapes.detailed_task(row, created)
 
     async def answer(
@@ -296,7 +282,7 @@ class McpDoor:
                     ctx.request_context.request, task_id, request_id, decision, note
                 )
             except (A2AError, StoreError) as exc:
-                raise ToolError(_said(exc)) from exc
+                raise ToolError(said(exc)) from exc
             return json.dumps(shapes.task_fields(row))
 
         async def cancel_task(ctx: Context, task_id: str) -> str:
@@ -304,7 +290,7 @@ class McpDoor:
             try:
                 row = await door.cancel(ctx.request_context.request, task_id)
             except (A2AError, StoreError) as exc:
-                raise ToolError(_said(exc)) from exc
+                raise ToolError(said(exc)) from exc
             return json.dumps(shapes.task_fields(row))
 
         tools = [
@@ -320,87 +306,3 @@ class McpDoor:
         }
         tools[0] = tools[0].model_copy(update={"parameters": parameters})
         return tools
-
-
-class _TasksExtension(Extension):
-    """The MCP tasks extension (2026-07-28) over the door's tasks."""
-
-    identifier = TASKS_EXTENSION
-
-    def __init__(self, door: McpDoor) -> None:
-        self.door = door
-
-    def methods(self) -> list[MethodBinding]:
-        return [
-            MethodBinding("tasks/get", TaskIdParams, self.get),
-            MethodBinding("tasks/update", UpdateParams, self.update),
-            MethodBinding("tasks/cancel", TaskIdParams, self.cancel),
-        ]
-
-    async def intercept_tool_call(
-        self,
-        params: CallToolRequestParams,
-        ctx: ServerRequestContext[Any, Any],
-        call_next: CallNext,
-    ) -> Any:
-        if params.name != "delegate" or not _declared(ctx):
-            return await call_next(ctx)
-        try:
-            row = await self.door.delegate(params.arguments or {}, ctx.request, ctx.request_id)
-        except ToolError as exc:
-            return {"resultType": "complete", "content": [_text(str(exc))], "isError": True}
-        return {"resultType": "task", **shapes.task_fields(row, await self.door.created_at(row))}
-
-    async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> JSON:
-        return await self.door.detailed(ctx.request, params.task_id)
-
-    async def update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> JSON:
-        """Each answered request key once; a key the task no longer waits on is ignored (the
-        extension says so), and a decline rejects what was asked."""
-        task = await self.door.detailed(ctx.request, params.task_id)
-        pending = task.get("inputRequests") or {}
-        answers = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        for key, response in (answers.get("inputResponses") or {}).items():
-            if key not in pending or not isinstance(response, dict):
-                continue
-            action = response.get("action")
-            content = response.get("content") or {}
-            if action == "accept":
-                decision, note = str(content.get("decision", "")), content.get("note")
-            elif action == "decline" and (refusal := _refusal(pending[key])) is not None:
-                decision, note = refusal, content.get("note")
-            else:
-                continue  # the person closed the form: the request stays open
-            try:
-                await self.door.answer(
-                    ctx.request, params.task_id, key, decision, str(note) if note else None
-                )
-            except (A2AError, StoreError) as exc:
-                raise MCPError(code=INVALID_PARAMS, message=_said(exc)) from exc
-        return {}
-
-    async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> JSON:
-        try:
-            await self.door.cancel(ctx.request, params.task_id)
-        except (A2AError, StoreError) as exc:
-            raise MCPError(code=INVALID_PARAMS, message=_said(exc)) from exc
-        return {}
-
-
-def _declared(ctx: ServerRequestContext[Any, Any]) -> bool:
-    """Whether this request's client takes a task for an answer (MCP 2026-07-28 and the
-    tasks extension declared in the request's capabilities)."""
-    capabilities = ctx.session.client_capabilities
-    extensions = getattr(capabilities, "extensions", None) or {}
-    return ctx.protocol_version == MODERN and TASKS_EXTENSION in extensions
-
-
-def _refusal(elicitation: JSON) -> str | None:
-    """The option a declined form stands for: the request's `reject`, else its `stop`."""
-    schema = elicitation["params"]["requestedSchema"]["properties"]["decision"]
-    options = schema.get("enum") or []
-    return next((o for o in ("reject", "stop") if o in options), None)
-
-
-def _text(text: str) -> JSON:
-    return {"type": "text", "text": text}
