@@ -29,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from a2a.helpers.proto_helpers import new_data_part
 from a2a.server.context import ServerCallContext
@@ -50,11 +50,13 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
+from pydantic import Field
 from starlette.requests import Request
 
 from a2a_agent.edge import scopes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.mcp_door import shapes
+from a2a_agent.mcp_door.arguments import PlainTool
 from a2a_agent.mcp_door.legacy_tasks import LegacyTasks
 from a2a_agent.mcp_door.task_notifications import TaskListeners
 from a2a_agent.mcp_door.tasks_extension import TasksExtension, declared, said
@@ -64,6 +66,9 @@ from persistence.records import JSON, TaskRow
 
 CREATED_KEPT = 10_000  # submission times kept (a few dozen bytes each)
 DATA_KEYS = ("plan", "workspace", "budget", "publish")
+# The tools' arguments, described in their schemas: a caller that leaves one out is told what
+# it is (`arguments.refused`).
+TaskId = Annotated[str, Field(description="the id delegate returned")]
 
 
 def _context(request: Request | None) -> ServerCallContext:
@@ -268,13 +273,20 @@ class McpDoor:
                 raise ToolError(refused)
             return shapes.submitted_text(row)
 
-        async def get_task(ctx: Context, task_id: str) -> str:
+        async def get_task(ctx: Context, task_id: TaskId) -> str:
             """A delegated task as it is now: its state, what it asks, or its result."""
-            found = await door.detailed(ctx.request_context.request, task_id)
+            try:
+                found = await door.detailed(ctx.request_context.request, task_id)
+            except MCPError as exc:  # no such task of the caller's: the argument is wrong
+                raise ToolError(exc.error.message) from exc
             return json.dumps(found)
 
         async def answer_task(
-            ctx: Context, task_id: str, request_id: str, decision: str, note: str | None = None
+            ctx: Context,
+            task_id: TaskId,
+            request_id: Annotated[str, Field(description="its key in the task's inputRequests")],
+            decision: Annotated[str, Field(description="one of its options, or your answer")],
+            note: Annotated[str | None, Field(description="why, or what to do instead")] = None,
         ) -> str:
             """Answer what a task asks (its inputRequests key, one of its options)."""
             try:
@@ -285,7 +297,7 @@ class McpDoor:
                 raise ToolError(said(exc)) from exc
             return json.dumps(shapes.task_fields(row))
 
-        async def cancel_task(ctx: Context, task_id: str) -> str:
+        async def cancel_task(ctx: Context, task_id: TaskId) -> str:
             """Stop a delegated task; what it did so far stays in its report."""
             try:
                 row = await door.cancel(ctx.request_context.request, task_id)
@@ -294,7 +306,7 @@ class McpDoor:
             return json.dumps(shapes.task_fields(row))
 
         tools = [
-            Tool.from_function(fn, structured_output=False)
+            PlainTool.from_function(fn, structured_output=False)
             for fn in (delegate, get_task, answer_task, cancel_task)
         ]
         # delegate's arguments are the message DataPart's keys: their schemas are the ones
