@@ -5,6 +5,7 @@ for a worker that is not there, so it can be cancelled; one cancelled is a task 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -91,3 +92,26 @@ async def test_a_tool_refuses_its_arguments_in_words(
         result = await client.call_tool("delegate", {"plan": bad})
         assert result.is_error and text(result).startswith("delegate: plan.items[0].maxAttempts")
         assert "must be a whole number" in text(result)
+
+
+async def test_a_cancel_of_a_task_that_had_ended_is_a_tool_error(
+    door: tuple[InProcess, str],
+) -> None:
+    app, key = door
+    async with mcp_client(app, key) as client:
+        made = await client.call_tool("delegate", {"plan": PLAN})
+        task_id = text(made).split()[1]
+        first = await client.call_tool("cancel_task", {"task_id": task_id})
+        # A running task is stopped: a success, with the task as it is now.
+        assert not first.is_error and json.loads(text(first))["status"] == "cancelled"
+        again = await client.call_tool("cancel_task", {"task_id": task_id})
+        assert again.is_error
+        assert text(again).startswith(
+            f"cancel_task: task {task_id} had already ended (canceled) before this cancel; "
+            "nothing was canceled."
+        )
+        # A task the service refused at once (a goal, and no model here) had ended too.
+        poem = await client.call_tool("delegate", {"goal": "write me a poem"})
+        rejected = text(poem).split()[2]
+        late = await client.call_tool("cancel_task", {"task_id": rejected})
+        assert late.is_error and f"{rejected} had already ended (rejected)" in text(late)

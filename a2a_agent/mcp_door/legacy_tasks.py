@@ -45,7 +45,6 @@ VERSION = "2025-11-25"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 TASK_TOOLS = ("delegate",)  # the tools a client may run as a task
 PAGE_SIZE = 50
-ENDED = ("completed", "failed", "cancelled")
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -97,14 +96,14 @@ class LegacyTasks:
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: JSON) -> JSON:
         task_id = _task_id(params)
-        before = await self._row(ctx, task_id)
-        if shapes.MCP_STATUS[before.state] in ENDED:
+        await self._row(ctx, task_id)  # another's task is refused as every method refuses it
+        row, canceled = await self.door.cancel(ctx.request, task_id)
+        if not canceled:
             # The 2025-11-25 form refuses a cancel of an ended task, saying how it ended.
             raise MCPError(
                 code=INVALID_PARAMS,
-                message=f"task {task_id} has ended ({before.state}); it cannot be cancelled",
+                message=f"task {task_id} has ended ({row.state}); it cannot be cancelled",
             )
-        row = await self.door.cancel(ctx.request, task_id)
         return _dumped(_parsed(legacy.CancelTaskResult, await self._task(row)))
 
     async def _list(self, ctx: ServerRequestContext[Any, Any], params: JSON) -> JSON:

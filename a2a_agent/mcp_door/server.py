@@ -235,12 +235,16 @@ class McpDoor:
         await self.handler.on_message_send(send, context)
         return await self._row(context, "read", task_id)
 
-    async def cancel(self, request: Request | None, task_id: str) -> TaskRow:
+    async def cancel(self, request: Request | None, task_id: str) -> tuple[TaskRow, bool]:
+        """Cancel the caller's task: its row after, and whether this cancel ended it (False:
+        it had already ended, and is as it ended). Each form says that in its own way."""
         context = _context(request)
-        # Ended already: a cancel is a wish, and the task says how it ended.
-        with contextlib.suppress(TaskNotCancelableError):
+        try:
             await self.handler.on_cancel_task(CancelTaskRequest(id=task_id), context)
-        return await self._row(context, "read", task_id)
+            canceled = True
+        except TaskNotCancelableError:
+            canceled = False
+        return await self._row(context, "read", task_id), canceled
 
     # ---- the tools ----------------------------------------------------------------------
 
@@ -300,9 +304,11 @@ class McpDoor:
         async def cancel_task(ctx: Context, task_id: TaskId) -> str:
             """Stop a delegated task; what it did so far stays in its report."""
             try:
-                row = await door.cancel(ctx.request_context.request, task_id)
+                row, canceled = await door.cancel(ctx.request_context.request, task_id)
             except (A2AError, StoreError) as exc:
                 raise ToolError(said(exc)) from exc
+            if not canceled:  # the caller believes it stopped a task: it did not
+                raise ToolError(shapes.ended_text(row))
             return json.dumps(shapes.task_fields(row))
 
         tools = [

@@ -124,6 +124,14 @@ def submitted_text(row: TaskRow) -> str:
     )
 
 
+def ended_text(row: TaskRow) -> str:
+    """Why a cancel of a task that had already ended changed nothing."""
+    return (
+        f"task {row.task_id} had already ended ({row.state}) before this cancel; nothing was "
+        f"canceled. get_task (task_id {row.task_id!r}) gives its result."
+    )
+
+
 def refused_text(row: TaskRow) -> str | None:
     """Why a task ended as it was made (a goal on a server without a model, say): the
     caller is told that, as the tool's error, not that it runs in the background."""

@@ -97,6 +97,8 @@ class TasksExtension(Extension):
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> JSON:
         try:
+            # A task that had ended is answered the same: the extension's cancel is a wish,
+            # and the task's status (tasks/get) says how it ended.
             await self.door.cancel(ctx.request, params.task_id)
         except (A2AError, StoreError) as exc:
             raise MCPError(code=INVALID_PARAMS, message=said(exc)) from exc
