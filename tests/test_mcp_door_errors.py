@@ -5,9 +5,11 @@ for a worker that is not there, so it can be cancelled; one cancelled is a task 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +117,21 @@ async def test_a_cancel_of_a_task_that_had_ended_is_a_tool_error(
         rejected = text(poem).split()[2]
         late = await client.call_tool("cancel_task", {"task_id": rejected})
         assert late.is_error and f"{rejected} had already ended (rejected)" in text(late)
+
+
+async def test_a_cancelled_task_was_created_before_it_was_last_updated(
+    door: tuple[InProcess, str],
+) -> None:
+    app, key = door
+    async with mcp_client(app, key) as client:
+        made = await client.call_tool("delegate", {"plan": PLAN})
+        task_id = text(made).split()[1]
+        before = json.loads(text(await client.call_tool("get_task", {"task_id": task_id})))
+        await asyncio.sleep(0.05)  # the cancel is a later change than the submission
+        canceled = json.loads(text(await client.call_tool("cancel_task", {"task_id": task_id})))
+        after = json.loads(text(await client.call_tool("get_task", {"task_id": task_id})))
+    # createdAt: when it was submitted; lastUpdatedAt: the cancel. Every view says the same.
+    assert canceled["createdAt"] == before["createdAt"] == after["createdAt"]
+    assert canceled["lastUpdatedAt"] == after["lastUpdatedAt"]
+    at = {k: datetime.fromisoformat(canceled[k]) for k in ("createdAt", "lastUpdatedAt")}
+    assert at["lastUpdatedAt"] > at["createdAt"]

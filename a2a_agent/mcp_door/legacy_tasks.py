@@ -147,7 +147,7 @@ class LegacyTasks:
 
     async def _task(self, row: TaskRow) -> JSON:
         """The 2025-11-25 Task for `row`: the 2026 form's fields, renamed."""
-        fields = shapes.task_fields(row, await self.door.created_at(row))
+        fields = await self.door.task(row)
         task: JSON = {
             "taskId": fields["taskId"],
             "status": fields["status"],

@@ -182,16 +182,26 @@ class McpDoor:
             raise MCPError(code=INVALID_PARAMS, message=f"there is no task {task_id!r} of yours")
         return row
 
-    async def created_at(self, row: TaskRow) -> datetime | None:
+    async def task(self, row: TaskRow) -> JSON:
+        """The MCP Task for `row`, as every form of the door shows it: created when it was
+        submitted, last updated at its last change (`shapes.task_fields`)."""
+        return shapes.task_fields(row, await self._created_at(row))
+
+    async def _created_at(self, row: TaskRow) -> datetime:
         """When the task was submitted: read once, then kept (it never changes), so a poll
         or a listener's wake-up costs only the cached row."""
         created = self._created.get(row.task_id)
         if created is None:
-            created = await self.handler.store.created_at(row.task_id, row.owner)
-            if created is not None:
-                self._created[row.task_id] = created
-                while len(self._created) > CREATED_KEPT:
-                    self._created.popitem(last=False)
+            try:
+                created = await self.handler.store.created_at(row.task_id, row.owner)
+            except StoreError as exc:
+                raise MCPError(code=INVALID_PARAMS, message=said(exc)) from exc
+            if created is None:  # removed (the retention) since its row was read
+                message = f"there is no task {row.task_id!r} of yours"
+                raise MCPError(code=INVALID_PARAMS, message=message)
+            self._created[row.task_id] = created
+            while len(self._created) > CREATED_KEPT:
+                self._created.popitem(last=False)
         return created
 
     def owner(self, request: Request | None, scope: str) -> str:
@@ -207,11 +217,7 @@ class McpDoor:
 
     async def detailed(self, request: Request | None, task_id: str) -> JSON:
         row = await self.caller_row(request, task_id)
-        try:
-            created = await self.created_at(row)
-        except StoreError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=said(exc)) from exc
-        return shapes.detailed_task(row, created)
+        return shapes.detailed_task(row, await self._created_at(row))
 
     async def answer(
         self, request: Request | None, task_id: str, key: str, decision: str, note: str | None
@@ -299,7 +305,7 @@ class McpDoor:
                 )
             except (A2AError, StoreError) as exc:
                 raise ToolError(said(exc)) from exc
-            return json.dumps(shapes.task_fields(row))
+            return json.dumps(await door.task(row))
 
         async def cancel_task(ctx: Context, task_id: TaskId) -> str:
             """Stop a delegated task; what it did so far stays in its report."""
@@ -309,7 +315,7 @@ class McpDoor:
                 raise ToolError(said(exc)) from exc
             if not canceled:  # the caller believes it stopped a task: it did not
                 raise ToolError(shapes.ended_text(row))
-            return json.dumps(shapes.task_fields(row))
+            return json.dumps(await door.task(row))
 
         tools = [
             PlainTool.from_function(fn, structured_output=False)

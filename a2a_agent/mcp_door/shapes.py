@@ -33,12 +33,14 @@ def _iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def task_fields(row: TaskRow, created_at: datetime | None = None) -> JSON:
-    """The Task object of the MCP tasks extension for `row` (without its details)."""
+def task_fields(row: TaskRow, created_at: datetime) -> JSON:
+    """The Task object of the MCP tasks extension for `row` (without its details): created
+    when it was submitted (`tasks.created_at`, which the row does not carry), last updated
+    at its last change (the status's time)."""
     fields: JSON = {
         "taskId": row.task_id,
         "status": MCP_STATUS[row.state],
-        "createdAt": _iso(created_at or row.status_at),
+        "createdAt": _iso(created_at),
         "lastUpdatedAt": _iso(row.status_at),
         "ttlMs": None,  # kept until the service's retention removes the task
         "pollIntervalMs": POLL_INTERVAL_MS,
@@ -61,7 +63,7 @@ def status_message(row: TaskRow) -> str | None:
     )
 
 
-def detailed_task(row: TaskRow, created_at: datetime | None = None) -> JSON:
+def detailed_task(row: TaskRow, created_at: datetime) -> JSON:
     """`tasks/get`'s answer: the Task, with its pending requests, or its result."""
     fields = task_fields(row, created_at)
     request = pending_request(row.status_data) if row.state == "input_required" else None

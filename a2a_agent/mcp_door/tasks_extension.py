@@ -14,7 +14,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolRequestParams, InputResponses, RequestParams
 
-from a2a_agent.mcp_door import shapes
 from persistence.errors import StoreError
 from persistence.records import JSON
 
@@ -65,7 +64,7 @@ class TasksExtension(Extension):
             row = await self.door.delegate(params.arguments or {}, ctx.request, ctx.request_id)
         except ToolError as exc:
             return {"resultType": "complete", "content": [_text(str(exc))], "isError": True}
-        return {"resultType": "task", **shapes.task_fields(row, await self.door.created_at(row))}
+        return {"resultType": "task", **await self.door.task(row)}
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> JSON:
         return await self.door.detailed(ctx.request, params.task_id)
