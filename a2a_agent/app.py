@@ -107,10 +107,17 @@ def create_app(
         }
         return JSONResponse(body, status_code=200 if health.ready else 503)
 
+    # The largest request body the door takes (RequestLimits); files travel base64-encoded
+    # inside the JSON.
+    max_body_bytes = (
+        settings.intake.max_message_bytes + settings.intake.max_input_bytes * 4 // 3 + 64 * 1024
+    )
+
     def mcp_door() -> Door:
         from a2a_agent.mcp_door.server import McpDoor  # noqa: PLC0415 (on the first request)
 
-        return McpDoor(handler, tool_schemas(settings, plan_limits(settings)))
+        schemas = tool_schemas(settings, plan_limits(settings))
+        return McpDoor(handler, schemas, max_body_bytes=max_body_bytes)
 
     door = Doorway(mcp_door)
 
@@ -178,10 +185,7 @@ def create_app(
         Middleware(StrictContentType, jsonrpc_path=JSONRPC_PATH),
         Middleware(
             RequestLimits,
-            # Files travel base64-encoded inside the JSON.
-            max_bytes=settings.intake.max_message_bytes
-            + settings.intake.max_input_bytes * 4 // 3
-            + 64 * 1024,
+            max_bytes=max_body_bytes,
             jsonrpc_path=JSONRPC_PATH,
             # A peer's notification is public and reads its token first, then at most 1 MiB.
             unlimited=(PEER_NOTIFY_PREFIX,),

@@ -13,11 +13,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
+from a2a_agent.mcp_door.doorway import Door, Doorway
 from tests.support.in_process import BASE_URL, InProcess, in_process
 
 KEYED = {"A2A_AGENT_INSECURE_OPEN": "0"}
@@ -135,3 +137,72 @@ async def test_a_cancelled_task_was_created_before_it_was_last_updated(
     assert canceled["lastUpdatedAt"] == after["lastUpdatedAt"]
     at = {k: datetime.fromisoformat(canceled[k]) for k in ("createdAt", "lastUpdatedAt")}
     assert at["lastUpdatedAt"] > at["createdAt"]
+
+
+LIMITED = {**KEYED, "A2A_AGENT_MAX_MESSAGE_BYTES": "1024", "A2A_AGENT_MAX_INPUT_BYTES": "1024"}
+PING = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+JSON_OR_SSE = {"Accept": "application/json, text/event-stream"}
+
+
+def assert_mcp_error(response: httpx.Response, status: int, said: str, code: int = -32600) -> None:
+    """A JSON-RPC error object, as an MCP client reads one, with the refusal's HTTP status."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert body.keys() == {"jsonrpc", "id", "error"} and body["jsonrpc"] == "2.0", body
+    assert body["id"] is None  # refused before the body was read
+    assert body["error"]["code"] == code and said in body["error"]["message"], body
+
+
+async def test_the_door_refuses_an_mcp_request_in_json_rpc(database_url: str, home: Path) -> None:
+    async with in_process(database_url, home, LIMITED) as app:
+        key = (home / "admin.key").read_text().strip()
+        post = app.http.post
+        nokey = await post("/mcp", json=PING, headers=JSON_OR_SSE)
+        assert_mcp_error(nokey, 401, "an API key is required")
+        assert nokey.headers["www-authenticate"] == 'Bearer realm="a2a-agent"'
+        wrong = await post("/mcp", json=PING, headers={"Authorization": "Bearer a2a_0_x"})
+        assert_mcp_error(wrong, 401, "this API key is not valid")
+        auth = {"Authorization": f"Bearer {key}", **JSON_OR_SSE}
+        typed = await post(
+            "/mcp", content=json.dumps(PING), headers={**auth, "Content-Type": "text/plain"}
+        )
+        assert_mcp_error(typed, 415, "send the request body as JSON")
+        large = {**PING, "params": {"pad": "x" * 100_000}}
+        assert_mcp_error(await post("/mcp", json=large, headers=auth), 413, "larger than")
+        # The A2A endpoint's refusals stay in A2A's forms.
+        a2a = await post("/", json=PING, headers={"A2A-Version": "1.0"})
+        assert a2a.status_code == 401 and a2a.json()["error"]["data"][0]["reason"]
+
+
+async def test_a_body_over_the_sdk_own_limit_reaches_the_tool(door: tuple[InProcess, str]) -> None:
+    # The SDK's transport refused a body over 4 MiB with a plain-text 413 before the door's
+    # limit (larger: it carries files) could; the door's limit is the only one now, and a
+    # delegate that large is refused by the service, saying what is too large, as a tool error.
+    app, key = door
+    call = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "delegate", "arguments": {"goal": "x" * (5 << 20)}},
+    }
+    headers = {"Authorization": f"Bearer {key}", "MCP-Protocol-Version": "2025-11-25"}
+    response = await app.http.post("/mcp", json=call, headers={**headers, **JSON_OR_SSE})
+    assert response.status_code == 200, response.text[:300]
+    result = response.json()["result"]
+    said = result["content"][0]["text"]
+    assert result["isError"] is True and said.startswith("delegate: the message is "), said[:300]
+    assert "accepts at most" in said
+
+
+async def test_a_door_closed_for_the_shutdown_says_so_in_json_rpc() -> None:
+    def build() -> Door:
+        raise AssertionError("a closed door is not built")
+
+    doorway = Doorway(build)
+    async with doorway.lifespan():
+        pass
+    transport = httpx.ASGITransport(app=doorway)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+        response = await http.post("/mcp", json=PING)
+    assert_mcp_error(response, 503, "shutting down", code=-32603)

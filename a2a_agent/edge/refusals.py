@@ -1,8 +1,9 @@
 """Refusals made at the door, before the SDK reads a request, in the protocol the request
 speaks: a JSON-RPC error object on the JSON-RPC endpoint (A2A 1.0's form with its
-`google.rpc.ErrorInfo` details, or 0.3's when the request has no `A2A-Version`), and an
-AIP-193 error object (`{"error": {code, status, message, details}}`) everywhere else, with
-the codes and reasons the SDK uses for the same errors.
+`google.rpc.ErrorInfo` details, or 0.3's when the request has no `A2A-Version`), a plain
+JSON-RPC error object on the MCP door (`MCP_PATH`, with JSON-RPC's own codes, as the `mcp`
+SDK refuses), and an AIP-193 error object (`{"error": {code, status, message, details}}`)
+everywhere else, with the codes and reasons the SDK uses for the same errors.
 
 The HTTP status stays what the refusal is (401, 413, 415, 503): a client that looks only at
 the status learns as much as one that reads the body.
@@ -31,6 +32,10 @@ V03_CODES = frozenset(
     {-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003, -32004, -32005, -32006}
 )
 PARSE_ERROR = ErrorMapping(400, "INVALID_ARGUMENT", "INVALID_REQUEST")
+MCP_PATH = "/mcp"  # the MCP door (mcp_door/doorway.py)
+# JSON-RPC's own codes: the MCP door's refusals keep these and say -32600 (an invalid request,
+# as the `mcp` SDK says of a body it refuses) for A2A's, which mean other things in MCP.
+JSONRPC_CODES = frozenset({-32700, -32600, -32601, -32602, -32603})
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,21 @@ def speaks_jsonrpc(scope: Scope, jsonrpc_path: str) -> bool:
     )
 
 
+def speaks_mcp(scope: Scope) -> bool:
+    return scope.get("path") in (MCP_PATH, MCP_PATH + "/")
+
+
+def mcp_error(refusal: Refusal) -> dict[str, Any]:
+    """The JSON-RPC error an MCP client reads; the body is not read yet (or could not be),
+    so the request's id is unknown."""
+    code = refusal.rpc_code if refusal.rpc_code in JSONRPC_CODES else -32600
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": refusal.message}}
+
+
 def error_body(scope: Scope, refusal: Refusal, *, jsonrpc_path: str) -> dict[str, Any]:
     """The error object for `scope`'s protocol and binding."""
+    if speaks_mcp(scope):
+        return mcp_error(refusal)
     info = {"@type": ERROR_INFO_TYPE, "reason": refusal.reason, "domain": A2A_DOMAIN}
     if speaks_jsonrpc(scope, jsonrpc_path):
         # The body is not read yet (or could not be): the request's id is unknown.

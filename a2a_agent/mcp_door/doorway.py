@@ -15,11 +15,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Protocol
 
-from starlette.responses import PlainTextResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-PATH = "/mcp"
+from a2a_agent.edge.refusals import MCP_PATH, mcp_error, send_json, unavailable
+
+PATH = MCP_PATH
 
 
 class Door(Protocol):
@@ -46,7 +47,8 @@ class Doorway:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         door = self._door or await self._open()
         if door is None:
-            await PlainTextResponse("the server is shutting down", 503)(scope, receive, send)
+            refusal = unavailable("the server is shutting down; try again shortly")
+            await send_json(send, refusal.http_status, mcp_error(refusal))
             return
         await door.asgi(scope, receive, send)
 

@@ -89,7 +89,9 @@ def _message_id(kind: str, *parts: Any) -> str:
 class McpDoor:
     """The MCP server of this service, mounted at `PATH`; `lifespan` runs its sessions."""
 
-    def __init__(self, handler: AgentRequestHandler, schemas: dict[str, JSON]) -> None:
+    def __init__(
+        self, handler: AgentRequestHandler, schemas: dict[str, JSON], *, max_body_bytes: int
+    ) -> None:
         self.handler = handler
         self._created: OrderedDict[str, datetime] = OrderedDict()
         self.server = MCPServer(
@@ -106,6 +108,9 @@ class McpDoor:
             stateless_http=True,
             # The door's own middleware checks the Host header (TrustedHosts).
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            # The door's RequestLimits refuses a larger body first, in JSON-RPC; the SDK's own
+            # limit (4 MiB by default) would refuse a smaller one in plain text.
+            max_request_body_size=max_body_bytes,
         )
         self._asgi = StreamableHTTPASGIApp(self.server.session_manager)
 
