@@ -206,3 +206,25 @@ async def test_a_door_closed_for_the_shutdown_says_so_in_json_rpc() -> None:
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
         response = await http.post("/mcp", json=PING)
     assert_mcp_error(response, 503, "shutting down", code=-32603)
+
+
+async def test_an_unknown_protocol_version_is_named_with_those_spoken(
+    door: tuple[InProcess, str],
+) -> None:
+    app, key = door
+    call = {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": {}}
+    headers = {"Authorization": f"Bearer {key}", "MCP-Protocol-Version": "2024-01-01"}
+    response = await app.http.post("/mcp", json=call, headers={**headers, **JSON_OR_SSE})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["id"] == 12 and body["error"]["code"] == -32022  # UNSUPPORTED_PROTOCOL_VERSION
+    said = body["error"]["message"]
+    assert said.startswith("MCP-Protocol-Version '2024-01-01' is not a version this server"), said
+    assert "speaks 2026-07-28 (named in each request's _meta) and 2025-11-25, " in said
+    assert body["error"]["data"]["requested"] == "2024-01-01"
+    assert {"2026-07-28", "2025-11-25"} <= set(body["error"]["data"]["supported"])
+    # A version it speaks is served as before.
+    known = await app.http.post(
+        "/mcp", json=call, headers={**headers, "MCP-Protocol-Version": "2025-11-25", **JSON_OR_SSE}
+    )
+    assert known.status_code == 200 and known.json()["result"]["tools"]

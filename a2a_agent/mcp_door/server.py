@@ -52,6 +52,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from pydantic import Field
 from starlette.requests import Request
+from starlette.types import ASGIApp
 
 from a2a_agent.edge import scopes
 from a2a_agent.edge.handler import AgentRequestHandler
@@ -60,6 +61,7 @@ from a2a_agent.mcp_door.arguments import PlainTool
 from a2a_agent.mcp_door.legacy_tasks import LegacyTasks
 from a2a_agent.mcp_door.task_notifications import TaskListeners
 from a2a_agent.mcp_door.tasks_extension import TasksExtension, declared, said
+from a2a_agent.mcp_door.versions import KnownVersions
 from a2a_agent.watched import watch
 from persistence.errors import StoreError
 from persistence.records import JSON, TaskRow
@@ -112,10 +114,10 @@ class McpDoor:
             # limit (4 MiB by default) would refuse a smaller one in plain text.
             max_request_body_size=max_body_bytes,
         )
-        self._asgi = StreamableHTTPASGIApp(self.server.session_manager)
+        self._asgi = KnownVersions(StreamableHTTPASGIApp(self.server.session_manager))
 
     @property
-    def asgi(self) -> StreamableHTTPASGIApp:
+    def asgi(self) -> ASGIApp:
         """The door's ASGI app, served at `PATH` (by `doorway.Doorway`)."""
         return self._asgi
 
