@@ -168,6 +168,13 @@ async def test_the_door_refuses_an_mcp_request_in_json_rpc(database_url: str, ho
             "/mcp", content=json.dumps(PING), headers={**auth, "Content-Type": "text/plain"}
         )
         assert_mcp_error(typed, 415, "send the request body as JSON")
+        # A2A's own JSON type is JSON the SDK does not take: refused here, in the same form.
+        a2a_typed = await post(
+            "/mcp",
+            content=json.dumps(PING),
+            headers={**auth, "Content-Type": "application/a2a+json"},
+        )
+        assert_mcp_error(a2a_typed, 415, "(got 'application/a2a+json')")
         large = {**PING, "params": {"pad": "x" * 100_000}}
         assert_mcp_error(await post("/mcp", json=large, headers=auth), 413, "larger than")
         # The A2A endpoint's refusals stay in A2A's forms.

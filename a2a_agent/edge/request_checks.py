@@ -23,12 +23,14 @@ from a2a_agent.edge.refusals import (
     refuse,
     send_json,
     speaks_jsonrpc,
+    speaks_mcp,
     too_large,
     too_slow,
 )
 from a2a_agent.edge.versions import method_version_mismatch, version_of_header
 
 JSON_TYPES = (b"application/json", b"application/a2a+json")
+MCP_JSON_TYPES = (b"application/json",)  # the `mcp` SDK refuses A2A's type, in plain text
 WITH_BODY = ("POST", "PUT", "PATCH")
 THREADED_DEPTH_BYTES = 256 * 1024
 VERSION_NOT_SUPPORTED = JSON_RPC_ERROR_CODE_MAP[VersionNotSupportedError]
@@ -79,7 +81,8 @@ class StrictContentType:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] in WITH_BODY:
             declared = (header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
-            if declared.encode() not in JSON_TYPES and not (not declared and _bodyless(scope)):
+            types = MCP_JSON_TYPES if speaks_mcp(scope) else JSON_TYPES
+            if declared.encode() not in types and not (not declared and _bodyless(scope)):
                 got = declared or "none"
                 text = (
                     "send the request body as JSON with 'Content-Type: application/json' "
