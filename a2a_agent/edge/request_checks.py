@@ -4,11 +4,9 @@ A2A-Version header."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 
 from a2a.utils.errors import (
-    JSON_RPC_ERROR_CODE_MAP,
     ContentTypeNotSupportedError,
     InvalidParamsError,
     JSONParseError,
@@ -27,13 +25,12 @@ from a2a_agent.edge.refusals import (
     too_large,
     too_slow,
 )
-from a2a_agent.edge.versions import method_version_mismatch, version_of_header
+from a2a_agent.edge.rpc_calls import answer_now, parsed_call
 
 JSON_TYPES = (b"application/json", b"application/a2a+json")
 MCP_JSON_TYPES = (b"application/json",)  # the `mcp` SDK refuses A2A's type, in plain text
 WITH_BODY = ("POST", "PUT", "PATCH")
 THREADED_DEPTH_BYTES = 256 * 1024
-VERSION_NOT_SUPPORTED = JSON_RPC_ERROR_CODE_MAP[VersionNotSupportedError]
 
 
 class TrustedHosts:
@@ -149,29 +146,6 @@ async def _unreadable(body: bytes) -> str | None:
     return None
 
 
-METHOD = re.compile(rb'"method"\s*:\s*"([A-Za-z/]{1,64})"')
-
-
-def _version_mismatch(body: bytes, version: str | None) -> dict[str, object] | None:
-    """The answer to a JSON-RPC call naming a method of the other A2A version than its
-    header: VersionNotSupported (-32009, 1.0's code, which either kind of client reads
-    better than 0.3's internal error) saying what to change, with the call's id."""
-    found = METHOD.search(body)
-    if found is None:
-        return None
-    said = method_version_mismatch(found.group(1).decode(), version_of_header(version))
-    if said is None:
-        return None
-    try:
-        call = json.loads(body)
-    except ValueError:
-        return None  # the SDK reports what is wrong with it
-    if not isinstance(call, dict) or call.get("method") != found.group(1).decode():
-        return None
-    error = {"code": VERSION_NOT_SUPPORTED, "message": said}
-    return {"jsonrpc": "2.0", "id": call.get("id"), "error": error}
-
-
 class RequestLimits:
     """What no request may exceed, checked before the SDK parses it: the body's size (413, from
     `Content-Length` before a byte is read when it says), the time to send it (408), its
@@ -234,8 +208,9 @@ class RequestLimits:
         if number is not None:
             await self._refuse(scope, send, rpc, Refusal.of(InvalidParamsError(number.message)))
             return
-        if rpc and (mismatch := _version_mismatch(body, version)) is not None:
-            await send_json(send, 200, mismatch)
+        call = parsed_call(body) if rpc else None
+        if call is not None and (answer := answer_now(call, version)) is not None:
+            await send_json(send, 200, answer)
             return
         replayed = False
 
