@@ -1,12 +1,15 @@
 """What the door answers for the SDK, on a real server: an A2A 0.3 call with bad params
-(-32602 naming the field, not pydantic's dump and a logged traceback)."""
+(-32602 naming the field, not pydantic's dump and a logged traceback); a JSON-RPC
+notification (no answer: 204, and what changes something is done once)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from tests.support.processes import AgentProcess
@@ -31,6 +34,15 @@ def server(
     ).start()
     yield process
     process.kill()
+
+
+def tasks_of(process: AgentProcess, message_id: str) -> list[str]:
+    """The tasks made from the message `message_id` (a retried messageId makes none)."""
+    with psycopg.connect(process.env["DATABASE_URL"]) as conn:
+        rows = conn.execute(
+            "SELECT task_id FROM messages WHERE message_id = %s", (message_id,)
+        ).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def post(process: AgentProcess, call: dict[str, Any], **headers: str) -> httpx.Response:
@@ -103,3 +115,71 @@ def test_a_good_0_3_call_still_reaches_the_sdk(server: AgentProcess) -> None:
     answer = post(server, {"jsonrpc": "2.0", "id": 3, "method": "tasks/get",
                            "params": {"id": "no-such-task"}}).json()  # fmt: skip
     assert answer["id"] == 3 and answer["error"]["code"] == -32001
+
+
+SLOW_PLAN = {"goal": "g", "items": [{"id": "a", "run": "sleep 30", "verify": "true"}]}
+
+
+def message_v10(message_id: str) -> dict[str, Any]:
+    return {"messageId": message_id, "role": "ROLE_USER", "parts": [{"data": {"plan": SLOW_PLAN}}]}
+
+
+def message_v03(message_id: str) -> dict[str, Any]:
+    return {"messageId": message_id, "role": "user",
+            "parts": [{"kind": "data", "data": {"plan": SLOW_PLAN}}]}  # fmt: skip
+
+
+V10 = {"A2A-Version": "1.0"}
+NOTIFIED_SENDS = [
+    ("SendMessage", message_v10, V10),
+    ("SendStreamingMessage", message_v10, V10),
+    ("message/send", message_v03, {}),
+    ("message/stream", message_v03, {}),
+]
+
+
+@pytest.mark.parametrize(("method", "make", "headers"), NOTIFIED_SENDS,
+                         ids=[s[0] for s in NOTIFIED_SENDS])  # fmt: skip
+def test_a_notification_gets_no_answer_and_sends_once(
+    server: AgentProcess, method: str, make: Callable[[str], dict[str, Any]],
+    headers: dict[str, str],
+) -> None:  # fmt: skip
+    """It was answered as a call with `"id": null` (and refused at 0.3); a blocking send
+    held the request until the task ended."""
+    message_id = f"notified-{method}"
+    started = time.monotonic()
+    response = post(server, {"jsonrpc": "2.0", "method": method,
+                             "params": {"message": make(message_id)}}, **headers)  # fmt: skip
+    assert response.status_code == 204 and response.content == b""
+    assert time.monotonic() - started < 15  # not the 30 s the task runs
+    (task_id,) = tasks_of(server, message_id)
+    # The same notification again is the same message: nothing more is made.
+    post(server, {"jsonrpc": "2.0", "method": method,
+                  "params": {"message": make(message_id)}}, **headers)  # fmt: skip
+    assert tasks_of(server, message_id) == [task_id]
+    cancel = post(server, {"jsonrpc": "2.0", "method": "CancelTask", "params": {"id": task_id}},
+                  **V10)  # fmt: skip
+    assert cancel.status_code == 204 and cancel.content == b""
+    state = post(server, {"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                          "params": {"id": task_id}}, **V10).json()  # fmt: skip
+    assert state["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+def test_a_notification_that_reads_or_is_refused_runs_nothing(server: AgentProcess) -> None:
+    calls: list[tuple[dict[str, Any], dict[str, str]]] = [
+        ({"method": "GetTask", "params": {"id": "no-such-task"}}, V10),
+        ({"method": "tasks/get", "params": {"id": "no-such-task"}}, {}),
+        ({"method": "SendMessage", "params": {"message": message_v10("bad")}}, {}),
+        ({"method": "message/send", "params": {"message": {"messageId": "bad-03"}}}, {}),
+        ({"method": "NoSuchMethod"}, V10),
+    ]
+    for call, headers in calls:
+        response = post(server, {"jsonrpc": "2.0", **call}, **headers)
+        assert response.status_code == 204 and response.content == b"", call
+    assert tasks_of(server, "bad") == [] and tasks_of(server, "bad-03") == []
+
+
+def test_a_null_id_is_a_call_and_is_answered(server: AgentProcess) -> None:
+    answer = post(server, {"jsonrpc": "2.0", "id": None, "method": "GetTask",
+                           "params": {"id": "no-such-task"}}, **V10).json()  # fmt: skip
+    assert answer["id"] is None and answer["error"]["code"] == -32001

@@ -25,7 +25,12 @@ from a2a_agent.edge.refusals import (
     too_large,
     too_slow,
 )
-from a2a_agent.edge.rpc_calls import answer_now, parsed_call
+from a2a_agent.edge.rpc_calls import (
+    answer_now,
+    is_notification,
+    notification_run,
+    parsed_call,
+)
 
 JSON_TYPES = (b"application/json", b"application/a2a+json")
 MCP_JSON_TYPES = (b"application/json",)  # the `mcp` SDK refuses A2A's type, in plain text
@@ -209,19 +214,31 @@ class RequestLimits:
             await self._refuse(scope, send, rpc, Refusal.of(InvalidParamsError(number.message)))
             return
         call = parsed_call(body) if rpc else None
+        if call is not None and is_notification(call):
+            await self._notified(scope, receive, send, notification_run(call, version))
+            return
         if call is not None and (answer := answer_now(call, version)) is not None:
             await send_json(send, 200, answer)
             return
-        replayed = False
+        await self.app(scope, _replaying(body, receive), send)
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+    async def _notified(
+        self, scope: Scope, receive: Receive, send: Send, run: bytes | None
+    ) -> None:
+        """A notification: the call it names run once (when it changes something), its answer
+        dropped; then 204 and no body (`rpc_calls` says why)."""
+        if run is not None:
+            length = (b"content-length", str(len(run)).encode())
+            headers = [(k, v) for k, v in scope["headers"] if k != b"content-length"]
 
-        await self.app(scope, replay, send)
+            async def dropped(message: Message) -> None:
+                return None
+
+            await self.app(
+                {**scope, "headers": [*headers, length]}, _replaying(run, receive), dropped
+            )
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
 
     def _too_large(self) -> Refusal:
         return too_large(f"the request is larger than {self.max_bytes} bytes")
@@ -245,3 +262,17 @@ class RequestLimits:
             chunks.append(chunk)
             if not event.get("more_body"):
                 return b"".join(chunks)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """`receive` with `body` as the request's (already read) body."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -1,6 +1,16 @@
 """What the door reads of a JSON-RPC call before the SDK does, and answers itself: a method of
-the other A2A version than the request's header, and a 0.3 call whose params the SDK's 0.3
-models refuse (that layer answers those with pydantic's dump and a logged traceback).
+the other A2A version than the request's header, a 0.3 call whose params the SDK's 0.3
+models refuse (that layer answers those with pydantic's dump and a logged traceback), and a
+notification.
+
+A notification (a request object without an `id` member) gets no answer (JSON-RPC 2.0, 4.1:
+"The Server MUST NOT reply to a Notification"); over HTTP that is 204 with an empty body. The
+SDK answered it as a call with `"id": null` (and its 0.3 layer refused it: its models need an
+id). A notification that changes something (a send, a cancel, a push config made or deleted)
+is run once, as the call it names, and its answer dropped; a send runs as one that returns at
+once (returnImmediately, 0.3's blocking=false), since no one waits for its answer: the task
+and its run are made either way, and a streamed send would hold a stream no one reads. A read
+changes nothing and is not run; nor is a notification the door or the SDK would refuse.
 """
 
 from __future__ import annotations
@@ -56,6 +66,49 @@ def answer_now(call: dict[str, Any], version: str | None) -> Answer | None:
             in_params, text = problem
             return _error(call, INVALID_PARAMS if in_params else INVALID_REQUEST, text)
     return None
+
+
+NOTIFICATION_ID = "notification"  # the id a notification runs under; its answer is dropped
+SENDS = {
+    "SendMessage": ("SendMessage", "returnImmediately", True),
+    "SendStreamingMessage": ("SendMessage", "returnImmediately", True),
+    "message/send": ("message/send", "blocking", False),
+    "message/stream": ("message/send", "blocking", False),
+}
+CHANGES = frozenset(
+    {
+        "CancelTask",
+        "CreateTaskPushNotificationConfig",
+        "DeleteTaskPushNotificationConfig",
+        "tasks/cancel",
+        "tasks/pushNotificationConfig/set",
+        "tasks/pushNotificationConfig/delete",
+    }
+)
+
+
+def is_notification(call: dict[str, Any]) -> bool:
+    # `"id": null` is a call (discouraged, but answered); an invalid request object is
+    # answered with its error whether it has an id or not (JSON-RPC 2.0, section 5).
+    return "id" not in call and call.get("jsonrpc") == "2.0"
+
+
+def notification_run(call: dict[str, Any], version: str | None) -> bytes | None:
+    """The body of the call a notification runs as, or None when nothing is to run."""
+    method = call["method"]
+    if method not in SENDS and method not in CHANGES:
+        return None
+    named = {**call, "id": NOTIFICATION_ID}
+    if answer_now(named, version) is not None:
+        return None  # refused, and not told so: no answer is the rule
+    params = named.get("params")
+    if method in SENDS and isinstance(params, dict):
+        runs_as, key, value = SENDS[method]
+        configuration = params.get("configuration") or {}
+        if isinstance(configuration, dict):
+            configuration = {**configuration, key: value}
+        named = {**named, "method": runs_as, "params": {**params, "configuration": configuration}}
+    return json.dumps(named).encode()
 
 
 def _error(call: dict[str, Any], code: int, message: str) -> Answer:
