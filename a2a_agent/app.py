@@ -32,6 +32,7 @@ from a2a_agent.edge.intake import Intake, SmallestCall
 from a2a_agent.edge.long_poll import LongPoll
 from a2a_agent.edge.peer_hooks import PEER_NOTIFY_PREFIX, peer_routes
 from a2a_agent.edge.request_checks import RequestLimits, StrictContentType, TrustedHosts
+from a2a_agent.edge.rest_versions import with_version_hints
 from a2a_agent.edge.streams import ResumableStreams
 from a2a_agent.edge.workspace_intake import SourceIntake
 from a2a_agent.engine import LaunchedEngine
@@ -172,7 +173,9 @@ def create_app(
         *door.routes(),
         metrics_route(PostgresMetricsStore(runtime.pool)),
         *create_jsonrpc_routes(handler, JSONRPC_PATH, enable_v0_3_compat=True),
-        *create_rest_routes(handler, enable_v0_3_compat=True),
+        *with_version_hints(
+            create_rest_routes(handler, enable_v0_3_compat=True), jsonrpc_path=JSONRPC_PATH
+        ),
     ]
     # The door, outermost first: the Host check, the key (before anything reads the body),
     # the body's type, the request's limits (which read the body once and hand it on), then

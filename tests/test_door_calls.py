@@ -183,3 +183,50 @@ def test_a_null_id_is_a_call_and_is_answered(server: AgentProcess) -> None:
     answer = post(server, {"jsonrpc": "2.0", "id": None, "method": "GetTask",
                            "params": {"id": "no-such-task"}}, **V10).json()  # fmt: skip
     assert answer["id"] is None and answer["error"]["code"] == -32001
+
+
+REST_WITHOUT_VERSION = [
+    ("GET", "/tasks/t-1", "whose path for this is GET /v1/tasks/t-1"),
+    ("GET", "/acme/tasks/t-1", "whose path for this is GET /v1/tasks/t-1"),
+    ("POST", "/message:send", "whose path for this is POST /v1/message:send"),
+    ("POST", "/tasks/t-1:cancel", "whose path for this is POST /v1/tasks/t-1:cancel"),
+    ("GET", "/tasks", "which has no such call"),
+]
+
+
+@pytest.mark.parametrize(("verb", "path", "then"), REST_WITHOUT_VERSION,
+                         ids=[p for _, p, _ in REST_WITHOUT_VERSION])  # fmt: skip
+def test_a_1_0_rest_path_without_the_header_says_to_send_it(
+    server: AgentProcess, verb: str, path: str, then: str
+) -> None:
+    """It was told only "A2A version '0.3' is not supported ... Expected version '1.0'"."""
+    body = {"message": message_v10("rest-unversioned")} if path == "/message:send" else None
+    response = httpx.request(verb, f"{server.url}{path}", json=body, timeout=30)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["status"] == "FAILED_PRECONDITION"
+    assert error["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+    assert error["message"] == (
+        f"{verb} {path} is A2A 1.0's HTTP+JSON binding: send the header A2A-Version: 1.0; a "
+        f"request without it speaks A2A 0.3, {then}"
+    )
+    assert tasks_of(server, "rest-unversioned") == []
+
+
+def test_a_0_3_rest_path_with_the_1_0_header_says_which_path(server: AgentProcess) -> None:
+    response = httpx.get(f"{server.url}/v1/tasks/t-1", headers=V10, timeout=30)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == (
+        "GET /v1/tasks/t-1 is a path of A2A 0.3's HTTP+JSON binding, and this request says "
+        "A2A-Version 1.0: use GET /tasks/t-1, or send no A2A-Version header to speak 0.3"
+    )
+
+
+def test_rest_paths_with_their_own_version_and_our_routes_are_untouched(
+    server: AgentProcess,
+) -> None:
+    assert httpx.get(f"{server.url}/tasks/t-1", headers=V10).status_code == 404
+    assert httpx.get(f"{server.url}/v1/tasks/t-1").status_code == 404
+    # The dashboard's /ui/tasks/... is not a tenant's /{tenant}/tasks/{id}.
+    page = httpx.get(f"{server.url}/ui/tasks/t-1")
+    assert "VERSION_NOT_SUPPORTED" not in page.text
