@@ -4,7 +4,8 @@ carries or points to, an earlier task of the same owner.
 The rules are the operator's: URLs that start with a prefix in A2A_AGENT_GIT_ALLOWED_URLS
 are allowed as they are (the only way to allow `file://`); any other must be http(s) to a
 host that resolves to public addresses only, as for webhooks (the host allowlist of
-A2A_AGENT_PUSH_ALLOW_HOSTS applies too). A credential is named, never sent: the message
+A2A_AGENT_PUSH_ALLOW_HOSTS applies too), and a refusal says so in words of what the URL is
+for (a repository, an input file), not a webhook's. A credential is named, never sent: the message
 says `"credential": "<name>"` and the server holds the secret (A2A_AGENT_GIT_CREDENTIALS).
 The edge checks all of this before anything is stored; the harness checks the URL again
 when it fetches, since what a name resolves to can change.
@@ -14,13 +15,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from a2a_agent.delivery.guard import AllowList, UrlRefused, check_addresses, resolve
+from a2a_agent.delivery.guard import AllowList, Refusal, UrlRefused, check_addresses, resolve
 from a2a_agent.errors import ConfigError, PlanError
 
 GIT_KEYS = frozenset({"url", "ref", "depth", "credential"})
@@ -131,7 +132,15 @@ class SourceRules:
             )
 
     async def check_url(self, url: str, where: str) -> None:
-        """The syntax, and for a URL not listed, that its host is public (or allowlisted)."""
+        """A git URL's syntax, and for a URL not listed, that its host is public (or
+        allowlisted)."""
+        await self._check(url, where, f"{where}.url", repository_refused)
+
+    async def check_file_url(self, url: str, where: str) -> None:
+        """The same for the URL of an input file (a FilePart's `url`), refused in its words."""
+        await self._check(url, where, f"{where}'s URL", file_refused)
+
+    async def _check(self, url: str, where: str, named: str, refused: Refusal) -> None:
         self.check_syntax(url, where)
         if self.listed(url):
             return
@@ -139,9 +148,9 @@ class SourceRules:
         host = parts.hostname or ""
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
-            check_addresses(host, await resolve(host, port), self.allow_hosts)
+            check_addresses(host, await resolve(host, port), self.allow_hosts, refused)
         except (UrlRefused, ValueError) as exc:
-            raise PlanError(f"{where}.url is refused: {exc}") from None
+            raise PlanError(f"{named} is refused: {exc}") from None
 
     def credential(self, name: Any, where: str) -> str | None:
         if name is None:
@@ -153,6 +162,28 @@ class SourceRules:
                 f"(A2A_AGENT_GIT_CREDENTIALS; known: {known})"
             )
         return name
+
+
+# The allowlists that let a URL reach a private address; the host list is the one webhooks use.
+ALLOWED_BY = (
+    "unless the server lists a prefix of the URL in A2A_AGENT_GIT_ALLOWED_URLS or the host in "
+    "A2A_AGENT_PUSH_ALLOW_HOSTS (the host allowlist webhooks, git URLs and input files share)"
+)
+
+
+def file_refused(host: str, private: Sequence[str]) -> str:
+    return (
+        f"its host {host!r} resolves to {', '.join(private)}: input files are not fetched from "
+        f"loopback, private, link-local or metadata addresses {ALLOWED_BY}; or send the "
+        "file's bytes in the part (raw) instead of its URL"
+    )
+
+
+def repository_refused(host: str, private: Sequence[str]) -> str:
+    return (
+        f"its host {host!r} resolves to {', '.join(private)}: repositories on loopback, "
+        f"private, link-local or metadata addresses are not cloned or published to {ALLOWED_BY}"
+    )
 
 
 def local_path(url: str) -> str | None:

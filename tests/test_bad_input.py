@@ -353,3 +353,27 @@ def test_nul_characters_are_refused_and_nothing_is_stored(
     )
     assert rest.status_code == 400 and "NUL character" in rest.text
     assert count_rows(url)[:2] == before
+
+
+def test_a_url_to_this_machine_is_refused_in_words_of_what_it_is(
+    server: tuple[AgentProcess, str],
+) -> None:
+    """An input file's URL (and a repository's) on loopback was refused as "the webhook host
+    ..." ; the allowlists that govern them are named."""
+    process, url = server
+    before = count_rows(url)[:2]
+    given = {"url": "http://127.0.0.1:9/notes.txt", "filename": "notes.txt"}
+    said = error_of(send(process, message(given, plan_part({"goal": "g", "items": [GOOD_ITEM]}))),
+                    INVALID_PARAMS)  # fmt: skip
+    assert said.startswith(
+        "file notes.txt's URL is refused: its host '127.0.0.1' resolves to 127.0.0.1: input "
+        "files are not fetched from loopback, private, link-local or metadata addresses"
+    ), said
+    assert "A2A_AGENT_GIT_ALLOWED_URLS" in said and "A2A_AGENT_PUSH_ALLOW_HOSTS" in said
+    assert "webhook host" not in said
+    workspace = {"workspace": {"git": {"url": "http://127.0.0.1:9/x.git"}}}
+    part = {"data": {"plan": {"goal": "g", "items": [GOOD_ITEM]}, **workspace}}
+    said = error_of(send(process, message(part)), INVALID_PARAMS)
+    assert "workspace.git.url is refused: its host '127.0.0.1'" in said
+    assert "repositories on loopback" in said and "webhook host" not in said
+    assert count_rows(url)[:2] == before

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -62,7 +62,7 @@ async def resolve(host: str, port: int) -> list[str]:
     try:
         found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise UrlRefused(f"the webhook host {host!r} does not resolve ({exc})") from exc
+        raise UrlRefused(f"the host {host!r} does not resolve ({exc})") from exc
     return sorted({str(info[4][0]) for info in found})
 
 
@@ -81,17 +81,29 @@ def check_syntax(url: str) -> tuple[str, int]:
     return host, port
 
 
-def check_addresses(host: str, addresses: Sequence[str], allow: AllowList) -> None:
-    """Raise UrlRefused unless `host`, resolving to `addresses`, may be called."""
+# Why a host is refused, in the words of what was to be called: (host, its private addresses).
+Refusal = Callable[[str, Sequence[str]], str]
+
+
+def webhook_refused(host: str, private: Sequence[str]) -> str:
+    return (
+        f"the webhook host {host!r} resolves to {', '.join(private)}: loopback, private, "
+        "link-local and metadata addresses are refused unless the server's "
+        "A2A_AGENT_PUSH_ALLOW_HOSTS lists the host"
+    )
+
+
+def check_addresses(
+    host: str, addresses: Sequence[str], allow: AllowList, refused: Refusal = webhook_refused
+) -> None:
+    """Raise UrlRefused unless `host`, resolving to `addresses`, may be called; `refused`
+    says why in the words of what was to be called (the allowlist is the same: webhooks,
+    git URLs and input files share A2A_AGENT_PUSH_ALLOW_HOSTS)."""
     if allow.allows(host, addresses):
         return
     private = [a for a in addresses if not _public(a)]
     if private:
-        raise UrlRefused(
-            f"the webhook host {host!r} resolves to {', '.join(private)}: loopback, private, "
-            "link-local and metadata addresses are refused unless the server's "
-            "A2A_AGENT_PUSH_ALLOW_HOSTS lists the host"
-        )
+        raise UrlRefused(refused(host, private))
 
 
 async def check_url(url: str, allow: AllowList) -> None:

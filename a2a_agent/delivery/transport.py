@@ -18,12 +18,20 @@ from urllib.parse import urlsplit
 
 import httpcore
 
-from a2a_agent.delivery.guard import AllowList, check_addresses, check_syntax, resolve
+from a2a_agent.delivery.guard import (
+    AllowList,
+    Refusal,
+    check_addresses,
+    check_syntax,
+    resolve,
+    webhook_refused,
+)
 
 
 class GuardedBackend(httpcore.AsyncNetworkBackend):
-    def __init__(self, allow: AllowList) -> None:
+    def __init__(self, allow: AllowList, refused: Refusal = webhook_refused) -> None:
         self.allow = allow
+        self.refused = refused
         self._inner = httpcore.AnyIOBackend()
 
     async def connect_tcp(
@@ -35,7 +43,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         addresses = await resolve(host, port)
-        check_addresses(host, addresses, self.allow)
+        check_addresses(host, addresses, self.allow, self.refused)
         return await self._inner.connect_tcp(
             addresses[0], port, timeout, local_address, socket_options
         )

@@ -129,14 +129,14 @@ class SourceIntake:
         return inputs
 
     async def check_remote(self, new: NewTask) -> None:
-        """What needs the network: each URL's host is public (or listed), as for webhooks."""
+        """What needs the network: each URL's host is public (or allowlisted)."""
         if new.seed and new.seed.get("kind") == "git":
             await self.rules.check_url(new.seed["url"], "workspace.git")
         if new.policy.get("publish"):
             await self.rules.check_url(new.policy["publish"]["url"], "publish.git")
         for given in new.inputs:
             if given.url:
-                await self.rules.check_url(given.url, f"file {given.filename}")
+                await self.rules.check_file_url(given.url, f"file {given.filename}")
 
     def history_message(self, first: JSON, task_id: str) -> JSON:
         """The first message as the task's history keeps it: each file a link to its copy."""

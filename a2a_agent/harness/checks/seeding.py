@@ -31,7 +31,7 @@ from a2a_agent.harness.kernel.results import JSON, StepResult
 from a2a_agent.harness.workspace.git import PACK, bundle_of
 from a2a_agent.harness.workspace.unpack import extract, write_file
 from a2a_agent.harness.workspace.workspace import DERIVED_FILES, Workspace
-from a2a_agent.sources import is_archive, safe_relative
+from a2a_agent.sources import file_refused, is_archive, safe_relative
 from persistence.records import Checkpoint, InputFile, StepRecord, StepView, Transition
 
 SEED_MESSAGE = "Seed: the files the task's message carried"
@@ -137,8 +137,8 @@ class Seeder:
         """A file given by URL: fetched once, guarded as a webhook is, capped in size."""
         url = str(given.url)
         rules = self.remote.rules
-        await rules.check_url(url, where)
-        backend = None if rules.listed(url) else GuardedBackend(rules.allow_hosts)
+        await rules.check_file_url(url, where)
+        backend = None if rules.listed(url) else GuardedBackend(rules.allow_hosts, file_refused)
         limit = self.ctx.config.max_download_bytes
         timeout = {"connect": 30.0, "read": 60.0, "write": 30.0, "pool": 30.0}
         body = bytearray()
