@@ -21,8 +21,13 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct, Value
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from a2a_agent.whole_numbers import keep_whole_numbers
 from a2a_agent.wire import to_wire
 from persistence.records import JSON, TaskRow
+
+# Every task, event and DataPart we convert goes to JSON through protobuf's printer, which
+# would write each count as a float; every process that converts imports this module.
+keep_whole_numbers()
 
 STATES = (
     "submitted",
