@@ -230,10 +230,12 @@ def test_list_and_push_parameters(server: tuple[AgentProcess, str]) -> None:
     text = error_of(rpc(process, "ListTasks", {"pageToken": "not-a-token"}), INVALID_PARAMS)
     assert "page token" in text
     # A status that names no state is refused on both bindings (protobuf's parser dropped
-    # it, and every task was listed); the state's own name filters.
+    # it, and every task was listed); the state's own name filters. (JSON-RPC's is refused
+    # at the door with every other enum value protobuf does not know: params_v10.py.)
     for status in ("BOGUS", "completed"):
         said = error_of(rpc(process, "ListTasks", {"status": status}), INVALID_PARAMS)
-        assert f"status '{status}' is not a task state" in said and "TASK_STATE_COMPLETED" in said
+        assert "params.status must be TASK_STATE_SUBMITTED, " in said
+        assert "TASK_STATE_COMPLETED" in said and f'(got "{status}")' in said
     listed = httpx.get(
         f"{process.url}/tasks", params={"status": "completed"}, headers={"A2A-Version": "1.0"}
     )

@@ -117,6 +117,29 @@ def test_a_good_0_3_call_still_reaches_the_sdk(server: AgentProcess) -> None:
     assert answer["id"] == 3 and answer["error"]["code"] == -32001
 
 
+def test_a_1_0_call_with_bad_params_is_told_which_field_and_nothing_is_stored(
+    server: AgentProcess,
+) -> None:
+    """It was -32602 "Invalid params" with protobuf's text in `data`, an ERROR with a
+    traceback in the log, and a role protobuf does not know was dropped: the task was made."""
+    logged = len(server.log())
+    v10 = {"A2A-Version": "1.0"}
+    got = post(
+        server, {"jsonrpc": "2.0", "id": "g", "method": "GetTask", "params": {"id": 5}}, **v10
+    )
+    error = got.json()["error"]
+    assert got.json()["id"] == "g" and error["code"] == INVALID_PARAMS
+    assert error["message"] == "invalid 'GetTask' call: params.id must be a string (got 5)"
+    assert error["data"][0]["reason"] == "INVALID_PARAMS"  # 1.0's ErrorInfo, as the SDK's
+    robot = {"messageId": "m-robot", "role": "ROBOT", "parts": [{"data": {"plan": SLOW_PLAN}}]}
+    sent = post(server, {"jsonrpc": "2.0", "id": 2, "method": "SendMessage",
+                         "params": {"message": robot}}, **v10).json()  # fmt: skip
+    assert sent["error"]["code"] == INVALID_PARAMS, sent
+    assert "params.message.role must be ROLE_USER or ROLE_AGENT" in sent["error"]["message"]
+    assert tasks_of(server, "m-robot") == []
+    assert "Traceback" not in server.log()[logged:]
+
+
 SLOW_PLAN = {"goal": "g", "items": [{"id": "a", "run": "sleep 30", "verify": "true"}]}
 
 

@@ -58,11 +58,15 @@ def params_problem(method: str, call: dict[str, Any]) -> tuple[bool, str] | None
     except pydantic.ValidationError as exc:
         problems: list[Problem] = [dict(p) for p in exc.errors(include_url=False)]
         in_params = all(p["loc"][:1] == ("params",) for p in problems)
-        said = _sentences(problems)
-        more = len(said) - MAX_SAID
-        text = "; ".join(said[:MAX_SAID]) + (f"; and {more} more" if more > 0 else "")
-        return in_params, f"invalid {method!r} call: {text}"
+        return in_params, invalid_call(method, _sentences(problems))
     return None
+
+
+def invalid_call(method: str, said: Sequence[str]) -> str:
+    """The answer's sentence: the first few problems, and how many more there are."""
+    more = len(said) - MAX_SAID
+    text = "; ".join(said[:MAX_SAID]) + (f"; and {more} more" if more > 0 else "")
+    return f"invalid {method!r} call: {text}"
 
 
 def _sentences(problems: Sequence[Problem]) -> list[str]:
@@ -142,14 +146,14 @@ def _sentence(problem: Problem) -> str:
     if kind == "missing":
         return f"{where} is required"
     if kind == "choice":
-        return f"{where} must be {problem['expected']} (got {_shown(problem.get('input'))})"
+        return f"{where} must be {problem['expected']} (got {shown(problem.get('input'))})"
     if kind in ("enum", "literal_error"):
         expected = problem.get("ctx", {}).get("expected") or problem["msg"]
-        return f"{where} must be {expected} (got {_shown(problem.get('input'))})"
+        return f"{where} must be {expected} (got {shown(problem.get('input'))})"
     if kind == "needs":
         return f"{where} {problem['msg']}"
     if kind in WHAT:
-        return f"{where} {WHAT[kind]} (got {_shown(problem.get('input'))})"
+        return f"{where} {WHAT[kind]} (got {shown(problem.get('input'))})"
     return f"{where}: {problem['msg']}"
 
 
@@ -160,7 +164,7 @@ def _path(loc: Loc) -> str:
     return text or "the call"
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """The input, short: a caller recognizes it without a megabyte echoed back."""
     if isinstance(value, dict):
         return "an object"

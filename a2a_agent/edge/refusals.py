@@ -109,15 +109,10 @@ def error_body(scope: Scope, refusal: Refusal, *, jsonrpc_path: str) -> dict[str
     """The error object for `scope`'s protocol and binding."""
     if speaks_mcp(scope):
         return mcp_error(refusal)
-    info = {"@type": ERROR_INFO_TYPE, "reason": refusal.reason, "domain": A2A_DOMAIN}
     if speaks_jsonrpc(scope, jsonrpc_path):
         # The body is not read yet (or could not be): the request's id is unknown.
-        if version_of_header(header(scope, b"a2a-version")) == V03:
-            code = refusal.rpc_code if refusal.rpc_code in V03_CODES else -32603
-            error: dict[str, Any] = {"code": code, "message": refusal.message}
-        else:
-            error = {"code": refusal.rpc_code, "message": refusal.message, "data": [info]}
-        return {"jsonrpc": "2.0", "id": None, "error": error}
+        return rpc_error(refusal, header(scope, b"a2a-version"), None)
+    info = {"@type": ERROR_INFO_TYPE, "reason": refusal.reason, "domain": A2A_DOMAIN}
     return {
         "error": {
             "code": refusal.http_status,
@@ -126,6 +121,20 @@ def error_body(scope: Scope, refusal: Refusal, *, jsonrpc_path: str) -> dict[str
             "details": [{**info, "metadata": {}}],
         }
     }
+
+
+def rpc_error(
+    refusal: Refusal, version: str | None, request_id: str | int | None
+) -> dict[str, Any]:
+    """The JSON-RPC error object a client of the version its `A2A-Version` header names reads:
+    1.0's with its `google.rpc.ErrorInfo` in `data`, 0.3's with a code 0.3 defines."""
+    if version_of_header(version) == V03:
+        code = refusal.rpc_code if refusal.rpc_code in V03_CODES else -32603
+        error: dict[str, Any] = {"code": code, "message": refusal.message}
+    else:
+        info = {"@type": ERROR_INFO_TYPE, "reason": refusal.reason, "domain": A2A_DOMAIN}
+        error = {"code": refusal.rpc_code, "message": refusal.message, "data": [info]}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
 async def send_json(

@@ -1,6 +1,7 @@
 """What the door reads of a JSON-RPC call before the SDK does, and answers itself: a method of
-the other A2A version than the request's header, a 0.3 call whose params the SDK's 0.3
-models refuse (that layer answers those with pydantic's dump and a logged traceback), and a
+the other A2A version than the request's header, a call whose params the SDK would refuse
+in its parser's words with a logged traceback (0.3: its pydantic models; 1.0: protobuf's
+parser, which also takes an enum value it does not know as the field's zero), and a
 notification.
 
 A notification (a request object without an `id` member) gets no answer (JSON-RPC 2.0, 4.1:
@@ -19,23 +20,20 @@ import json
 from typing import Any
 
 from a2a.utils.errors import (
-    JSON_RPC_ERROR_CODE_MAP,
+    A2AError,
     InvalidParamsError,
     InvalidRequestError,
     VersionNotSupportedError,
 )
 
-from a2a_agent.edge.params_v03 import params_problem
+from a2a_agent.edge import params_v03, params_v10
+from a2a_agent.edge.refusals import Refusal, rpc_error
 from a2a_agent.edge.versions import (
     METHODS_V03_TO_V10,
     V03,
     method_version_mismatch,
     version_of_header,
 )
-
-VERSION_NOT_SUPPORTED = JSON_RPC_ERROR_CODE_MAP[VersionNotSupportedError]
-INVALID_PARAMS = JSON_RPC_ERROR_CODE_MAP[InvalidParamsError]
-INVALID_REQUEST = JSON_RPC_ERROR_CODE_MAP[InvalidRequestError]
 
 Answer = dict[str, Any]
 
@@ -58,13 +56,16 @@ def answer_now(call: dict[str, Any], version: str | None) -> Answer | None:
     said = method_version_mismatch(method, protocol)
     if said is not None:
         # VersionNotSupported (-32009, 1.0's code), which either kind of client reads better
-        # than 0.3's internal error, saying what to change.
-        return _error(call, VERSION_NOT_SUPPORTED, said)
+        # than 0.3's internal error: so not in 0.3's error form.
+        return _error(call, VersionNotSupportedError(said), "1.0")
     if protocol == V03 and method in METHODS_V03_TO_V10:
-        problem = params_problem(method, call)
+        problem = params_v03.params_problem(method, call)
         if problem is not None:
             in_params, text = problem
-            return _error(call, INVALID_PARAMS if in_params else INVALID_REQUEST, text)
+            error = InvalidParamsError(text) if in_params else InvalidRequestError(text)
+            return _error(call, error, version)
+    elif protocol != V03 and (said_v10 := params_v10.params_problem(method, call)) is not None:
+        return _error(call, InvalidParamsError(said_v10), version)
     return None
 
 
@@ -111,8 +112,8 @@ def notification_run(call: dict[str, Any], version: str | None) -> bytes | None:
     return json.dumps(named).encode()
 
 
-def _error(call: dict[str, Any], code: int, message: str) -> Answer:
+def _error(call: dict[str, Any], error: A2AError, version: str | None) -> Answer:
     given = call.get("id")
     # The id echoed when JSON-RPC allows it as one (a string or a number, not a boolean).
     request_id = given if isinstance(given, str | int) and not isinstance(given, bool) else None
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return rpc_error(Refusal.of(error), version, request_id)
