@@ -1,44 +1,35 @@
-"""Settings, read once from the environment into typed sections.
-
-Each section is a frozen dataclass for the part of the service it feeds (the HTTP server,
-the database, the worker, the sandboxed commands, the model, ...). A field read from the
-environment is declared with `setting(VARIABLE, default, how)`: the variable's name sits
-beside the field, and the dataclass default is the fallback when the variable is unset, so
-every default is written once. `Settings.from_env` reads every section through that table;
-docs/settings.md lists the same table (tests/test_settings.py holds the two equal).
-"""
+"""The typed sections of Settings, one frozen dataclass per part of the service it feeds
+(`ServerSettings` ... `LogSettings`), each field beside the variable it is read from."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import socket
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import Field, dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any
 from urllib.parse import urlsplit
 
-from a2a_agent.budget import (
-    DEFAULT_LIMITS,
-    DEFAULT_PRICES,
-    HARD_CAPS,
-    Prices,
-    effective_limits,
-    parse_prices,
-)
-from a2a_agent.errors import ConfigError, PlanError
+from a2a_agent.budget import DEFAULT_LIMITS, DEFAULT_PRICES, HARD_CAPS, Prices, parse_prices
 from a2a_agent.model import DEFAULT_MODEL
 from a2a_agent.peers import Peer, parse_peers
 from a2a_agent.plans import ON_ITEM_FAILURE, ON_REGRESSION
+from a2a_agent.settings.reading import (
+    AsPath,
+    Choice,
+    Limits,
+    Listed,
+    Parsed,
+    Paths,
+    Patterns,
+    Seconds,
+    Switch,
+    Whole,
+    plain,
+    setting,
+)
 from a2a_agent.sources import GitCredential, parse_credentials
-
-# Bumped by hand only when the step sequence of a workflow changes in a way DBOS patching
-# cannot express; every in-flight run is recovered only by a process with the same version.
-# 2: typed step results (issue 8); 3: workflow segments and the steps around pauses (issue 10).
-APPLICATION_VERSION = "a2a-agent-3"
 
 # Commands that need a person's approval before they run (A2A_AGENT_IRREVERSIBLE overrides).
 DEFAULT_IRREVERSIBLE = (
@@ -53,182 +44,7 @@ DEFAULT_IRREVERSIBLE = (
 # Shipped in the package (a copy of the repository's agent_card.json); A2A_AGENT_CARD overrides.
 PACKAGED_CARD = Path(str(resources.files("a2a_agent").joinpath("agent_card.json")))
 
-# Commands the harness runs see a small, predictable environment, never our secrets.
-COMMAND_PASSTHROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
-
 DAY = 24 * 3600.0
-
-T = TypeVar("T")
-
-_ENV = "a2a_agent.env"  # field metadata: the variable a field is read from
-_HOW = "a2a_agent.how"  # ... and how its text becomes the value
-_FLAT = "a2a_agent.flat"  # the field's name in the flat Settings before sections
-
-
-# How a variable's text becomes a value -------------------------------------------------------
-
-
-class How:
-    """Turns a variable's text into the field's value (never called for an unset variable)."""
-
-    empty_is_unset: ClassVar[bool] = True  # "" reads as the default
-
-    def parse(self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]) -> Any:
-        """`default`: the field's; `earlier`: the fields of its section read before it."""
-        return raw
-
-
-@dataclass(frozen=True)
-class Whole(How):
-    minimum: int = 0
-
-    def parse(self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
-        if value < self.minimum:
-            raise ConfigError(f"{name} must be at least {self.minimum}, got {value}")
-        return value
-
-
-@dataclass(frozen=True)
-class Seconds(How):
-    """A positive number (or 0, where 0 means "never", `zero`)."""
-
-    zero: bool = False
-
-    def parse(self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-        if value < 0 or (value == 0 and not self.zero):
-            raise ConfigError(f"{name} must be positive{' or 0' if self.zero else ''}, got {value}")
-        return value
-
-
-@dataclass(frozen=True)
-class Choice(How):
-    allowed: tuple[str, ...]
-
-    def parse(self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]) -> str:
-        if raw not in self.allowed:
-            raise ConfigError(f"{name} must be one of {', '.join(self.allowed)}, got {raw!r}")
-        return raw
-
-
-@dataclass(frozen=True)
-class Switch(How):
-    """Two words for a bool: `on` is True, `off` False."""
-
-    on: str = "on"
-    off: str = "off"
-
-    def parse(self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]) -> bool:
-        return Choice((self.on, self.off)).parse(name, raw, default, earlier) == self.on
-
-
-@dataclass(frozen=True)
-class Listed(How):
-    """Comma-separated; blanks dropped."""
-
-    lower: bool = False
-
-    def parse(
-        self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]
-    ) -> tuple[str, ...]:
-        return tuple(
-            p.strip().lower() if self.lower else p.strip() for p in raw.split(",") if p.strip()
-        )
-
-
-class Paths(How):
-    """Comma-separated directories, resolved."""
-
-    def parse(
-        self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]
-    ) -> tuple[Path, ...]:
-        return tuple(Path(p).resolve() for p in Listed().parse(name, raw, default, earlier))
-
-
-class AsPath(How):
-    def parse(self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]) -> Path:
-        return Path(raw)
-
-
-class Patterns(How):
-    """Regular expressions, one per line; unset: the defaults; empty: none."""
-
-    empty_is_unset = False
-
-    def parse(
-        self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]
-    ) -> tuple[str, ...]:
-        patterns = tuple(line for line in raw.splitlines() if line.strip())
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ConfigError(
-                    f"{name}: {pattern!r} is not a regular expression: {exc}"
-                ) from None
-        return patterns
-
-
-@dataclass(frozen=True)
-class Parsed(How):
-    """Text a function of the module it belongs to parses (JSON tables: peers, prices, ...)."""
-
-    function: Callable[[str], Any]
-
-    def parse(self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]) -> Any:
-        return self.function(raw)
-
-
-@dataclass(frozen=True)
-class Limits(How):
-    """Budget limits as JSON, over the field's default, each at most `caps` (another field of
-    the section, read before) or the hard caps."""
-
-    caps: str | None = None
-
-    def parse(
-        self, name: str, raw: str, default: Any, earlier: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        try:
-            given = json.loads(raw)
-        except ValueError as exc:
-            raise ConfigError(f"{name} is not JSON: {exc}") from exc
-        caps = earlier[self.caps] if self.caps else HARD_CAPS
-        try:
-            return effective_limits(given, default, caps)
-        except PlanError as exc:
-            raise ConfigError(f"{name}: {exc}") from exc
-
-
-def setting(
-    variable: str,
-    default: T,
-    how: How | None = None,
-    *,
-    flat: str | None = None,
-    factory: Callable[[], T] | None = None,
-    secret: bool = False,
-) -> T:
-    """A field read from `variable`; `default` when the variable is unset (or empty);
-    `secret`: left out of the repr."""
-    metadata = {_ENV: variable, _HOW: how or How(), _FLAT: flat}
-    if factory is not None:
-        return field(default_factory=factory, metadata=metadata, repr=not secret)
-    return field(default=default, metadata=metadata, repr=not secret)
-
-
-def plain(default: T, *, flat: str | None = None, factory: Callable[[], T] | None = None) -> T:
-    """A field no variable sets (a command-line flag, a constant kept beside its section)."""
-    if factory is not None:
-        return field(default_factory=factory, metadata={_FLAT: flat})
-    return field(default=default, metadata={_FLAT: flat})
 
 
 # The sections --------------------------------------------------------------------------------
@@ -491,135 +307,3 @@ SECTIONS: dict[str, type[Any]] = {
     "retention": RetentionSettings,
     "logging": LogSettings,
 }
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything the service reads from its environment, read once at start-up."""
-
-    # RUF009: `setting` is a field specifier (dataclasses.field with the variable beside it).
-    home: Path = setting("A2A_AGENT_HOME", Path("./.a2a-agent"), AsPath())  # noqa: RUF009
-    # Tests only: a file naming where to fail on purpose (a2a_agent/watched.py).
-    fault_file: Path | None = setting("A2A_AGENT_FAULT_FILE", None, AsPath())  # noqa: RUF009
-    server: ServerSettings = field(default_factory=ServerSettings)
-    database: DatabaseSettings = field(default_factory=DatabaseSettings)
-    worker: WorkerSettings = field(default_factory=WorkerSettings)
-    intake: IntakeSettings = field(default_factory=IntakeSettings)
-    commands: CommandSettings = field(default_factory=CommandSettings)
-    model: ModelSettings = field(default_factory=ModelSettings)
-    budget: BudgetSettings = field(default_factory=BudgetSettings)
-    policy: PolicySettings = field(default_factory=PolicySettings)
-    push: PushSettings = field(default_factory=PushSettings)
-    peers: PeerSettings = field(default_factory=PeerSettings)
-    retention: RetentionSettings = field(default_factory=RetentionSettings)
-    logging: LogSettings = field(default_factory=LogSettings)
-
-    @property
-    def workspaces(self) -> Path:
-        return self.home / "workspaces"
-
-    # Transitional flat reads, for tests/support/here.py (not ours to edit in this change);
-    # new code reads settings.database.url and settings.server.http.
-    @property
-    def database_url(self) -> str | None:
-        return self.database.url
-
-    @property
-    def http(self) -> str:
-        return self.server.http
-
-    def with_overrides(self, **changes: object) -> Settings:
-        """A copy with some fields changed, each named as in the flat Settings before
-        sections (`host`, `port`, `run_worker`, `push_delivery`, `executor_id`, ...); a whole
-        section: `dataclasses.replace(settings, server=...)`."""
-        top: dict[str, Any] = {}
-        sections: dict[str, dict[str, object]] = {}
-        for flat, value in changes.items():
-            if flat in ("home", "fault_file"):
-                top[flat] = value
-            elif flat in FLAT_NAMES:
-                section, name = FLAT_NAMES[flat]
-                sections.setdefault(section, {})[name] = value
-            else:
-                raise TypeError(f"no setting named {flat!r}")
-        for section, values in sections.items():
-            top[section] = replace(getattr(self, section), **values)
-        return replace(self, **top)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, *, role: str = "serve") -> Settings:
-        env = os.environ if env is None else env
-        read = {name: read_section(section, env) for name, section in SECTIONS.items()}
-        worker = cast(WorkerSettings, read["worker"])
-        if not worker.executor_id:
-            read["worker"] = replace(worker, executor_id=f"{socket.gethostname()}-{role}")
-        read["commands"] = replace(
-            read["commands"],
-            env={name: env[name] for name in COMMAND_PASSTHROUGH if name in env},
-        )
-        own = read_section(cls, env)
-        return cls(home=own["home"].resolve(), fault_file=own["fault_file"], **read)
-
-
-def read_section(section: type[Any], env: Mapping[str, str]) -> Any:
-    """The section's fields read from `env`, each variable unset (or empty) its default.
-    For Settings itself: a dict of its own fields read (its sections are read apart)."""
-    values: dict[str, Any] = {}
-    for f in fields(section):
-        if _ENV not in f.metadata:
-            continue
-        how: How = f.metadata[_HOW]
-        raw = env.get(f.metadata[_ENV])
-        if raw is None or (raw == "" and how.empty_is_unset):
-            continue
-        values[f.name] = how.parse(
-            f.metadata[_ENV], raw, default(f), {**defaults(section), **values}
-        )
-    if section is Settings:
-        return {**defaults(section), **values}
-    return section(**values)
-
-
-def defaults(section: type[Any]) -> dict[str, Any]:
-    """A section's fields, as the dataclass makes them when given nothing."""
-    return {f.name: default(f) for f in fields(section) if _ENV in f.metadata}
-
-
-def default(f: Field[Any]) -> Any:
-    if callable(f.default_factory):
-        return f.default_factory()
-    return f.default
-
-
-@dataclass(frozen=True)
-class Variable:
-    """One row of the table: a variable, the field it sets, its default, how it reads."""
-
-    name: str
-    section: str | None  # None: a field of Settings itself
-    field: str
-    default: Any
-    how: How
-
-
-def variables() -> Iterator[Variable]:
-    """Every variable Settings reads, in declaration order (docs/settings.md lists them)."""
-    for section_name, section in [(None, Settings), *SECTIONS.items()]:
-        for f in fields(section):
-            if _ENV in f.metadata:
-                yield Variable(f.metadata[_ENV], section_name, f.name, default(f), f.metadata[_HOW])
-
-
-def _flat_names() -> dict[str, tuple[str, str]]:
-    names: dict[str, tuple[str, str]] = {}
-    for section_name, section in SECTIONS.items():
-        for f in fields(section):
-            flat = f.metadata.get(_FLAT) or f.name
-            if flat in names or flat in ("home", "fault_file"):
-                raise AssertionError(f"two settings are named {flat!r}")
-            names[flat] = (section_name, f.name)
-    return names
-
-
-# Flat name (as before sections) -> (section, field): with_overrides takes these.
-FLAT_NAMES = _flat_names()
