@@ -57,6 +57,7 @@ from a2a_agent.client_view import (
     tasks_table,
     watch_view,
 )
+from a2a_agent.whole_numbers import keep_whole_numbers
 
 CATCH_UP_S = 5.0  # at the end, how long the event log may take to reach the last status
 EXIT_CODES = {"completed": 0, "failed": 1, "canceled": 2, "rejected": 2}
@@ -375,6 +376,8 @@ async def _decide(args: argparse.Namespace, client: Client, task: Task, console:
 
 def run(args: argparse.Namespace) -> int:
     console = Console(stderr=False, highlight=False)
+    # `--json` prints tasks through protobuf's printer, which writes every count as a float.
+    keep_whole_numbers()
     try:
         if args.command == "send":
             return asyncio.run(_send(args, console))

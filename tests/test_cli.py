@@ -118,6 +118,10 @@ def test_send_and_watch_until_completed_or_failed(start_agent: StartAgent, tmp_p
     assert shown["id"] == completed["id"]
     plan = next(a for a in shown["artifacts"] if a["artifactId"] == "plan")
     assert [i["status"] for i in plan["parts"][0]["data"]["plan"]["items"]] == ["done", "done"]
+    # Counts print as the whole numbers they are (protobuf's printer wrote `1.0`); in a process
+    # of its own, where nothing of the server's was imported to teach the printer.
+    printed = cli(server, "tasks", "show", completed["id"], "--json", process=True).stdout
+    assert '"attempts": 1,' in printed
     diff = cli(server, "tasks", "diff", completed["id"])
     assert diff.returncode == 0 and "+++ b/a.txt" in diff.stdout and "+++ b/b.txt" in diff.stdout
     table = cli(server, "tasks", "list")
