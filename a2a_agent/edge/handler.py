@@ -1,16 +1,19 @@
-"""Our A2A RequestHandler: the SDK's interface over our store and run engine."""
+"""Our A2A RequestHandler: the SDK's interface over our store and run engine.
+
+Here: the reads (GetTask, ListTasks), a new task (SendMessage's submission), cancel and the
+extended card. A message to a task that exists is `follow_ups.py`'s, a task's events as a
+stream (and a blocking send's wait) `task_streams.py`'s, the push configs `push_configs.py`'s:
+mixins of this class, each declaring what of the handler it uses.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import uuid
-from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from datetime import UTC
 
 from a2a.server.context import ServerCallContext
-from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types.a2a_pb2 import (
     AgentCard,
@@ -21,7 +24,6 @@ from a2a.types.a2a_pb2 import (
     ListTasksResponse,
     Message,
     SendMessageRequest,
-    SubscribeToTaskRequest,
     Task,
     TaskPushNotificationConfig,
 )
@@ -33,32 +35,21 @@ from a2a.utils.errors import (
     InvalidRequestError,
     TaskNotCancelableError,
     TaskNotFoundError,
-    UnsupportedOperationError,
 )
 
 from a2a_agent.delivery.guard import AllowList
 from a2a_agent.edge import scopes
-from a2a_agent.edge.answers import (
-    ReplyIntent,
-    from_approval,
-    from_text,
-    message_text,
-    note_taken,
-    pending_request,
-)
 from a2a_agent.edge.convert import (
     FINAL_STATES,
     PROTO_TO_STATE,
-    is_final_event,
-    message_to_json,
-    to_event,
     to_task,
-    with_event_id,
     with_said,
 )
-from a2a_agent.edge.generations import if_generation, stale
-from a2a_agent.edge.intake import Intake, message_digest
+from a2a_agent.edge.follow_ups import FollowUpMethods, reused_message_id
+from a2a_agent.edge.generations import if_generation
+from a2a_agent.edge.intake import Intake
 from a2a_agent.edge.push_configs import PushConfigMethods, printable
+from a2a_agent.edge.task_streams import TaskStreamMethods
 from a2a_agent.edge.versions import protocol_of
 from a2a_agent.engine import RunEngine
 from a2a_agent.errors import ContentTypeError, MessageTooLarge, PlanError
@@ -67,20 +58,12 @@ from persistence.errors import Conflict, NotFound, StoreError, StoreUnavailable
 from persistence.notify import TaskNotifier
 from persistence.push import PushConfigStore
 from persistence.records import JSON, TaskRow
-from persistence.replies import Note, Reply, ReplyStore
+from persistence.replies import ReplyStore
 from persistence.tasks import CannotContinue, TaskStore
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
-FALLBACK_POLL_S = 5.0
 MAX_CONVERSIONS = 10_000
-
-
-def _reused(message_id: str, task_id: str) -> str:
-    return (
-        f"messageId {message_id!r} was already used for a different message (task {task_id}); "
-        "a retry must send the same message, and every new message needs its own messageId"
-    )
 
 
 def _cannot_continue(exc: CannotContinue) -> str:
@@ -96,25 +79,6 @@ def _cannot_continue(exc: CannotContinue) -> str:
     return f"task {exc.task_id} has no plan to continue (it ended before planning)"
 
 
-def _last_event_id(context: ServerCallContext, row: TaskRow) -> int | None:
-    """The event a reconnecting subscriber saw last (`Last-Event-ID`: `<task id>:<seq>` as
-    sent, or just the number), if it says."""
-    raw = str((context.state.get("headers") or {}).get("last-event-id") or "").strip()
-    if not raw:
-        return None
-    task, _, number = raw.rpartition(":")
-    if not number.isdigit() or (task and task != row.task_id):
-        raise InvalidParamsError(
-            f"Last-Event-ID {raw!r} is not an event of task {row.task_id}; send the id of the "
-            "last event this stream sent (<task id>:<seq>)"
-        )
-    if int(number) > row.event_seq:
-        raise InvalidParamsError(
-            f"Last-Event-ID {raw!r} is after the task's last event ({row.event_seq})"
-        )
-    return int(number)
-
-
 @dataclass(frozen=True)
 class TaskListing:
     """ListTasks' answer before it becomes a message: the converted tasks themselves."""
@@ -126,7 +90,7 @@ class TaskListing:
 
 
 @dataclass
-class AgentRequestHandler(PushConfigMethods, RequestHandler):
+class AgentRequestHandler(FollowUpMethods, TaskStreamMethods, PushConfigMethods, RequestHandler):
     store: TaskStore
     replies: ReplyStore
     push: PushConfigStore
@@ -295,7 +259,7 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         protocol = protocol_of(context)
         if submitted.repeated:
             if not submitted.same_message:
-                raise InvalidParamsError(_reused(message.message_id, row.task_id))
+                raise InvalidParamsError(reused_message_id(message.message_id, row.task_id))
             # A retry: the task as it is now; its run was enqueued the first time. An inline
             # config the first send did not get to register (it died first, or did not carry
             # one) is registered now, from the task's first event.
@@ -341,134 +305,6 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
         made = await self._register(task_id, owner, inline, from_seq=0, protocol=protocol)
         return {"id": made.id, "outcome": "registered"}
 
-    async def _follow_up(
-        self, owner: str, message: Message, by: str, generation: int | None = None
-    ) -> tuple[TaskRow, JSON | None]:
-        """A reply to the task's pending request, or a steering note while it works; each
-        applied once per messageId, and, given a generation (ifGenerationMatch), only to the
-        task as it was at that generation."""
-        row = await self._load(message.task_id, owner)
-        earlier = await self.store.message_claim(owner, message.message_id)
-        if earlier is not None:
-            if earlier.task_id == row.task_id and earlier.says(message_digest(message)):
-                # This message was applied before: nothing happens twice.
-                return row, {"retry": {"messageId": message.message_id}}
-            raise InvalidParamsError(_reused(message.message_id, earlier.task_id))
-        message.context_id = row.context_id
-        try:
-            approval = self.intake.follow_up_approval(message)
-        except PlanError as exc:
-            raise InvalidParamsError(str(exc)) from exc
-        if row.is_terminal and approval is None:
-            raise UnsupportedOperationError(
-                f"task {row.task_id} is {row.state} and takes no more messages; "
-                "send a new message without taskId to start a new task"
-            )
-        try:
-            text = message_text(message)
-            request = pending_request(row.status_data)
-            if approval is not None:
-                intent = from_approval(approval, self.intake.budget_caps, None)
-            elif row.state == "input_required" and request is not None:
-                intent = from_text(text, request)
-            else:
-                intent = None
-        except PlanError as exc:
-            raise InvalidParamsError(str(exc)) from exc
-        if intent is None:
-            noted = await self._note(row, message, text, generation)
-            return noted, {"note": note_taken(noted, text)}
-        return await self._answer(row, message, intent, by, generation), None
-
-    async def _note(
-        self, row: TaskRow, message: Message, text: str, generation: int | None
-    ) -> TaskRow:
-        if not text:
-            raise InvalidParamsError(
-                f"task {row.task_id} is {row.state}: a follow-up to it is a text (a note for "
-                "its work) or, when it asks, an approval; this message has neither"
-            )
-        noted = await self.replies.note(
-            row.task_id,
-            Note(
-                owner=row.owner,
-                text=text,
-                message=message_to_json(message),
-                message_id=message.message_id,
-                digest=message_digest(message),
-                if_generation=generation,
-            ),
-        )
-        if noted.result == "stale":
-            raise stale(row.task_id, generation, noted.generation)
-        if noted.result == "not_working" and noted.row is not None:
-            raise UnsupportedOperationError(
-                f"task {row.task_id} is {noted.row.state} and takes no notes now"
-            )
-        if noted.row is None:
-            raise TaskNotFoundError(f"task {row.task_id!r} does not exist (or is not yours)")
-        return noted.row
-
-    async def _answer(
-        self,
-        row: TaskRow,
-        message: Message,
-        intent: ReplyIntent,
-        by: str,
-        generation: int | None = None,
-    ) -> TaskRow:
-        answered = await self.replies.answer(
-            row.task_id,
-            Reply(
-                owner=row.owner,
-                decision=intent.decision,
-                approval_id=intent.approval_id,
-                note=intent.note,
-                decided_by=by or None,
-                budget=intent.budget,
-                message=message_to_json(message),
-                message_id=message.message_id,
-                digest=message_digest(message),
-                if_generation=generation,
-            ),
-        )
-        task_id = row.task_id
-        if answered.result == "stale":
-            raise stale(task_id, generation, answered.generation)
-        if answered.result == "resumed" and answered.row is not None:
-            await self.engine.start(task_id, answered.segment)
-            if answered.forwarded is not None:  # a child run got the answer too
-                await self.engine.start(*answered.forwarded)
-            return answered.row
-        if answered.result == "repeat" and answered.row is not None:
-            return answered.row
-        pause = answered.pause or {}
-        if answered.result == "decided":
-            how = pause.get("decided_how")
-            when = str(pause.get("decided_at", ""))[:19]
-            raise InvalidParamsError(
-                f"request `{pause.get('id')}` of task {task_id} was already decided: "
-                f"{pause.get('decision')} "
-                + ("by default, because it expired" if how == "expired" else f"({how})")
-                + f" at {when}; this reply changed nothing"
-            )
-        if answered.result == "bad_decision":
-            raise InvalidParamsError(
-                f"{intent.decision!r} is not an option of request `{pause.get('id')}`; "
-                f"its options are {pause.get('options')}; nothing changed"
-            )
-        if answered.result == "unknown":
-            raise InvalidParamsError(
-                f"task {task_id} has no request `{intent.approval_id}`; the pending one is "
-                f"`{answered.pending}`; nothing changed"
-            )
-        if answered.result == "none_pending":
-            raise InvalidParamsError(
-                f"task {task_id} is {row.state} and has asked nothing, so there is no request "
-                "to approve; nothing changed (a text while it works is a note for it)"
-            )
-        raise TaskNotFoundError(f"task {task_id!r} does not exist (or is not yours)")
-
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
@@ -482,59 +318,6 @@ class AgentRequestHandler(PushConfigMethods, RequestHandler):
                 pass
             row = await self._load(row.task_id, row.owner)
         return with_said(to_task(row, history), said)
-
-    async def on_message_send_stream(
-        self, params: SendMessageRequest, context: ServerCallContext
-    ) -> AsyncGenerator[Event]:
-        row, said = await self._submit(params, context)
-        yield with_event_id(with_said(to_task(row, None), said), row.task_id, row.event_seq)
-        if row.state in FINAL_STATES:
-            return  # a retry of a message whose task already ended or waits for input
-        async for event in self._follow(row):
-            yield event
-
-    async def on_subscribe_to_task(
-        self, params: SubscribeToTaskRequest, context: ServerCallContext
-    ) -> AsyncGenerator[Event]:
-        row = await self._load(params.id, scopes.owner(context, "read"))
-        after = _last_event_id(context, row)
-        if after is not None:
-            # A reconnect: exactly the events after the last one the client saw.
-            async for event in self._follow(row, after=after):
-                yield event
-            return
-        if row.is_terminal:
-            raise UnsupportedOperationError(
-                f"task {row.task_id} is already {row.state}; use GetTask to read its result"
-            )
-        yield with_event_id(to_task(row, None), row.task_id, row.event_seq)
-        async for event in self._follow(row):
-            yield event
-
-    async def _follow(self, row: TaskRow, *, after: int | None = None) -> AsyncGenerator[Event]:
-        """Events after the snapshot `row` (or after event `after`), until the task ends or
-        waits for input. Each carries its event id."""
-        seq = row.event_seq if after is None else after
-        if row.is_terminal and seq >= row.event_seq:
-            return
-        async with self.notifier.watch(row.task_id) as wake:
-            while True:
-                wake.clear()
-                try:
-                    events = await self.store.events_after(row.task_id, seq)
-                except StoreUnavailable:
-                    events = []
-                for event_seq, body in events:
-                    seq = event_seq
-                    event = to_event(row.task_id, row.context_id, body)
-                    if event is not None:
-                        yield with_event_id(event, row.task_id, event_seq)
-                    if is_final_event(body):
-                        return
-                try:
-                    await asyncio.wait_for(wake.wait(), FALLBACK_POLL_S)
-                except TimeoutError:
-                    continue
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
         caller = scopes.owner(context, "submit")
