@@ -261,6 +261,29 @@ async def test_repeated_failure_asks_and_a_retry_carries_on(
     assert decided == [("failure.fix.1", "retry"), ("failure.never.1", "skip")]
 
 
+async def test_a_retry_that_fails_again_asks_again_under_a_new_id(
+    start_agent: StartAgent, database_url: str
+) -> None:
+    """The second ask was named as the first (by the count of failures, which the retry
+    took one back from): already decided, so every answer was refused and the run waited
+    until canceled."""
+    server = start_agent("serve", "pause-4b")
+    items = [item("stubborn", "true", "false", max_attempts=1)]
+    async with a2a_client(server.url) as client:
+        waiting = await send_waiting(client, plan_with(items, {"onItemFailure": "ask"}))
+        assert request_of(waiting)["id"] == "failure.stubborn.1"
+        await send(client, text_to(waiting.id, "retry please"))  # the task works on at once
+        asked = request_of(await wait_for(client, waiting.id, WAITING, timeout=30))
+        assert asked["id"] == "failure.stubborn.2" and "failed all 2 attempt(s)" in asked["summary"]
+        await send(client, text_to(waiting.id, "skip"))
+        done = await wait_for(client, waiting.id, timeout=30)
+    assert done.status.state == COMPLETED
+    decided = rows(
+        database_url, "SELECT id, decision FROM pauses WHERE task_id = %s ORDER BY id", done.id
+    )
+    assert decided == [("failure.stubborn.1", "retry"), ("failure.stubborn.2", "skip")]
+
+
 async def test_question_item_stores_the_answer_and_verifies_it(
     start_agent: StartAgent, database_url: str, home: Path
 ) -> None:

@@ -77,7 +77,6 @@ def out_of_attempts(
     or skip it (the run goes on)."""
     result = CommandResult.from_json(value["command"])
     shown = evidence(result, runs)
-    failures = item.failures + 1
     item_id, verify = item.item_id, item.verify_command
     failed = f"verification `{verify}` exited {result.exit_code}; no attempts left"
     if not ask:
@@ -86,11 +85,14 @@ def out_of_attempts(
             reason=f"{failed}; skipped (policy onItemFailure: skip)",
         )  # fmt: skip
         return Concluded(skipped, StepResult.ok(attempt=attempt))
+    # Named by the attempt, which only grows: a person's `retry` grants one more attempt by
+    # taking a failure back, so a count of failures would name the next ask as the last one
+    # (already decided: no answer could reach it, and the run waited until canceled).
     request = pauses.request(
         view,
-        pause_id=f"failure.{item_id}.{failures}",
+        pause_id=f"failure.{item_id}.{attempt}",
         kind="repeated_failure",
-        summary=f"Item `{item_id}` ({item.title}) failed all {failures} attempt(s): "
+        summary=f"Item `{item_id}` ({item.title}) failed all {attempt} attempt(s): "
         f"`{verify}` exited {result.exit_code}. Retry once more (your note goes to the "
         "worker), skip it, or stop the run.",
         details={"item": item_id, "verify": shown},
