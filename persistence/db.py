@@ -55,6 +55,11 @@ def translated(what: str = "the database call") -> Iterator[None]:
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
         log.warning("%s: database unavailable: %s", what, exc)
         raise StoreUnavailable("the database is unavailable") from exc
+    except UnicodeEncodeError as exc:
+        # Raised by the driver's dumper, before a byte is sent: text with a lone surrogate
+        # (JSON's "\ud800" decodes to one), which UTF-8, and so PostgreSQL, cannot carry.
+        log.info("%s: text the database cannot take: %s", what, exc)
+        raise InvalidData("a value holds text that is not Unicode (a lone surrogate)") from exc
     except psycopg.Error as exc:
         log.error("%s failed: %s", what, exc)
         raise StoreError("a database operation failed; see the server log") from exc

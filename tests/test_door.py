@@ -301,6 +301,15 @@ REFUSALS: list[tuple[str, dict[str, str], bytes, int, int, str, str]] = [
         "NaN",
     ),
     (
+        "a lone surrogate",
+        {"Content-Type": "application/json"},
+        b'{"params": {"id": "\\ud800"}}',
+        400,
+        -32602,
+        "INVALID_PARAMS",
+        "surrogate",
+    ),
+    (
         "a version that is none",
         {"Content-Type": "application/json", "A2A-Version": "one"},
         b"{}",

@@ -105,13 +105,15 @@ def mcp_error(refusal: Refusal) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": refusal.message}}
 
 
-def error_body(scope: Scope, refusal: Refusal, *, jsonrpc_path: str) -> dict[str, Any]:
-    """The error object for `scope`'s protocol and binding."""
+def error_body(
+    scope: Scope, refusal: Refusal, *, jsonrpc_path: str, request_id: str | int | None = None
+) -> dict[str, Any]:
+    """The error object for `scope`'s protocol and binding (`request_id`: the JSON-RPC
+    call's, when its body was read; before that it is unknown)."""
     if speaks_mcp(scope):
         return mcp_error(refusal)
     if speaks_jsonrpc(scope, jsonrpc_path):
-        # The body is not read yet (or could not be): the request's id is unknown.
-        return rpc_error(refusal, header(scope, b"a2a-version"), None)
+        return rpc_error(refusal, header(scope, b"a2a-version"), request_id)
     info = {"@type": ERROR_INFO_TYPE, "reason": refusal.reason, "domain": A2A_DOMAIN}
     return {
         "error": {
@@ -164,8 +166,9 @@ async def refuse(
     jsonrpc_path: str,
     headers: tuple[tuple[bytes, bytes], ...] = (),
     status: int | None = None,
+    request_id: str | int | None = None,
 ) -> None:
     """Answer `scope` with `refusal` in its protocol (HTTP `status` if given, else the
-    refusal's own)."""
-    body = error_body(scope, refusal, jsonrpc_path=jsonrpc_path)
+    refusal's own; a JSON-RPC error with `request_id` when the body was read and held one)."""
+    body = error_body(scope, refusal, jsonrpc_path=jsonrpc_path, request_id=request_id)
     await send_json(send, status or refusal.http_status, body, headers=headers)

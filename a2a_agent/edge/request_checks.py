@@ -15,6 +15,7 @@ from a2a.utils.errors import (
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from a2a_agent.edge.json_checks import nonfinite
+from a2a_agent.edge.json_text import lone_surrogate, lone_surrogate_message
 from a2a_agent.edge.refusals import (
     Refusal,
     header,
@@ -27,6 +28,7 @@ from a2a_agent.edge.refusals import (
 )
 from a2a_agent.edge.rpc_calls import (
     answer_now,
+    call_id,
     is_notification,
     notification_run,
     parsed_call,
@@ -209,11 +211,19 @@ class RequestLimits:
         if unreadable is not None:
             await self._refuse(scope, send, rpc, Refusal.of(JSONParseError(unreadable)))
             return
+        call = parsed_call(body) if rpc else None
+        # Python's parser takes both of these, so the call's id is known: the answer has it.
+        request_id = call_id(call)
         number = nonfinite(body)
         if number is not None:
-            await self._refuse(scope, send, rpc, Refusal.of(InvalidParamsError(number.message)))
+            refusal = Refusal.of(InvalidParamsError(number.message))
+            await self._refuse(scope, send, rpc, refusal, request_id)
             return
-        call = parsed_call(body) if rpc else None
+        escape = lone_surrogate(body)
+        if escape is not None:
+            refusal = Refusal.of(InvalidParamsError(lone_surrogate_message(escape)))
+            await self._refuse(scope, send, rpc, refusal, request_id)
+            return
         if call is not None and is_notification(call):
             await self._notified(scope, receive, send, notification_run(call, version))
             return
@@ -243,10 +253,24 @@ class RequestLimits:
     def _too_large(self) -> Refusal:
         return too_large(f"the request is larger than {self.max_bytes} bytes")
 
-    async def _refuse(self, scope: Scope, send: Send, rpc: bool, refusal: Refusal) -> None:
+    async def _refuse(
+        self,
+        scope: Scope,
+        send: Send,
+        rpc: bool,
+        refusal: Refusal,
+        request_id: str | int | None = None,
+    ) -> None:
         # JSON-RPC answers its errors with HTTP 200, as the SDK does; REST with 400.
         status = 200 if rpc else 400
-        await refuse(scope, send, refusal, jsonrpc_path=self.jsonrpc_path, status=status)
+        await refuse(
+            scope,
+            send,
+            refusal,
+            jsonrpc_path=self.jsonrpc_path,
+            status=status,
+            request_id=request_id,
+        )
 
     async def _read(self, receive: Receive) -> bytes | None:
         chunks: list[bytes] = []

@@ -112,8 +112,12 @@ def notification_run(call: dict[str, Any], version: str | None) -> bytes | None:
     return json.dumps(named).encode()
 
 
+def call_id(call: dict[str, Any] | None) -> str | int | None:
+    """The call's id, to echo when JSON-RPC allows it as one (a string or a whole number,
+    not a boolean); else None."""
+    given = None if call is None else call.get("id")
+    return given if isinstance(given, str | int) and not isinstance(given, bool) else None
+
+
 def _error(call: dict[str, Any], error: A2AError, version: str | None) -> Answer:
-    given = call.get("id")
-    # The id echoed when JSON-RPC allows it as one (a string or a number, not a boolean).
-    request_id = given if isinstance(given, str | int) and not isinstance(given, bool) else None
-    return rpc_error(Refusal.of(error), version, request_id)
+    return rpc_error(Refusal.of(error), version, call_id(call))

@@ -125,6 +125,28 @@ async def test_every_refusal_at_the_door_is_a_protocol_error_object(  # noqa: PL
     assert not app.engine.started  # nothing got as far as a run
 
 
+JSON_TYPE = "application/json"
+
+
+@pytest.mark.parametrize(
+    ("value", "says"), [("NaN", "NaN"), ('"\\udc00 and \\ud83d\\ude00"', "\\udc00")]
+)
+async def test_a_refusal_of_a_read_body_echoes_the_calls_id(
+    door: tuple[InProcess, str], value: str, says: str
+) -> None:
+    """A number JSON cannot carry, or a lone surrogate (which reached the database driver:
+    a 500), is refused once the body is read; the answer carries the call's id (it was
+    null), so a client can match it to its request."""
+    app, key = door
+    body = f'{{"jsonrpc": "2.0", "id": "c-7", "method": "GetTask", "params": {{"id": {value}}}}}'
+    for headers in (V10, {}):
+        answer = await app.http.post(
+            "/", content=body.encode(), headers={**auth(key), **headers, "Content-Type": JSON_TYPE}
+        )
+        assert answer.json()["id"] == "c-7", answer.text
+        assert_jsonrpc_error(answer, -32602, v03=not headers, says=says)
+
+
 async def test_a_file_of_a_type_the_card_does_not_list(door: tuple[InProcess, str]) -> None:
     app, key = door
     card = (await app.http.get("/.well-known/agent-card.json")).json()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from persistence.db import Pool, read
-from persistence.errors import StoreUnavailable
+from persistence.errors import InvalidData, StoreUnavailable
 from persistence.records import (
     Checkpoint,
     InputFile,
@@ -278,3 +278,10 @@ async def test_a_submission_of_older_code_is_refused_as_an_outage(pool: Pool) ->
             await conn.execute(q("create_task"), {"task": jsonb(older)})
     assert await rows(pool, "SELECT id FROM tasks WHERE id = 'old-1'") == []
     assert await rows(pool, "SELECT 1 FROM messages WHERE message_id = 'm-old'") == []
+
+
+async def test_text_the_driver_cannot_send_is_invalid_data_not_a_crash(pool: Pool) -> None:
+    """A lone surrogate (JSON's "\\ud800") cannot be encoded as UTF-8: the driver raised
+    UnicodeEncodeError, which passed the store's translation (a 500 at the door)."""
+    with pytest.raises(InvalidData, match="not Unicode"):
+        await PostgresTaskStore(pool).get_task("\ud800", None)
