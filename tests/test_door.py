@@ -319,6 +319,15 @@ REFUSALS: list[tuple[str, dict[str, str], bytes, int, int, str, str]] = [
         "A2A-Version",
     ),
     (
+        "a version from the future",
+        {"Content-Type": "application/json", "A2A-Version": "2.0"},
+        b"{}",
+        400,
+        -32009,
+        "VERSION_NOT_SUPPORTED",
+        "1.0 (send A2A-Version: 1.0) and 0.3 (send no A2A-Version header)",
+    ),
+    (
         "another Host",
         {"Content-Type": "application/json", "Host": "evil.example"},
         b"{}",

@@ -108,6 +108,21 @@ def _bodyless(scope: Scope) -> bool:
 
 
 VERSION = re.compile(rb"\d{1,3}(\.\d{1,3}){0,2}")
+SPOKEN = "this server speaks 1.0 (send A2A-Version: 1.0) and 0.3 (send no A2A-Version header)"
+
+
+def _version_refused(version: str) -> str | None:
+    """Why an `A2A-Version` header names nothing this server speaks, or None. (For 2.0 the
+    SDK said only "Expected version '1.0'", as if 0.3 were not served.) Within 1.x and 0.x
+    the SDK and the 0.3 layer judge the minor version."""
+    text = version.strip()
+    if not VERSION.fullmatch(text.encode()):
+        return f"A2A-Version must be a version number such as 1.0 (got {text[:40]!r}); {SPOKEN}"
+    if int(text.split(".", 1)[0]) > 1:
+        return f"A2A-Version {text} is not one this server speaks: {SPOKEN}"
+    return None
+
+
 MAX_DEPTH = 64  # nesting of JSON objects and arrays in a request
 
 
@@ -182,12 +197,8 @@ class RequestLimits:
             return
         rpc = speaks_jsonrpc(scope, self.jsonrpc_path)
         version = header(scope, b"a2a-version")
-        if version is not None and not VERSION.fullmatch(version.strip().encode()):
-            text = (
-                "A2A-Version must be a version number such as 1.0 (or absent, for 0.3); "
-                "this server speaks 1.0 and 0.3"
-            )
-            await self._refuse(scope, send, rpc, Refusal.of(VersionNotSupportedError(text)))
+        if version is not None and (said := _version_refused(version)) is not None:
+            await self._refuse(scope, send, rpc, Refusal.of(VersionNotSupportedError(said)))
             return
         if scope["method"] not in WITH_BODY:
             await self.app(scope, receive, send)
