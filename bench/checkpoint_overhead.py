@@ -259,6 +259,27 @@ async def spawn_times(prefix: list[str], n: int) -> list[float]:
     return times
 
 
+async def workspace_commits(root: Path, n: int) -> list[float]:
+    """A verified item's workspace commit as the harness makes it (`Workspace.commit`: the
+    box, then `git add`, `commit` and `pack-objects` for the checkpoint's bundle), from this
+    small process (the server's fork is dearer: it has more pages to copy)."""
+    from a2a_agent.harness.workspace.sandbox import Sandbox  # noqa: PLC0415
+    from a2a_agent.harness.workspace.workspace import Workspace  # noqa: PLC0415
+
+    ws = Workspace(root, sandbox=Sandbox())
+    await ws.ensure()
+    (root / "plan.json").write_text("{}\n")
+    previous, _ = await ws.commit("start", "bench-start", None)
+    times = []
+    for i in range(n):
+        (root / "plan.json").write_text(f'{{"done": {i}}}\n')
+        (root / f"item-{i}.txt").write_text(f"{i}\n")
+        started = time.perf_counter()
+        previous, _ = await ws.commit(f"Item {i}", f"bench-{i}", previous)
+        times.append(time.perf_counter() - started)
+    return times
+
+
 def serve_life(b: Bench, items: int, idle_s: float | None) -> tuple[float, str, list[float]]:
     """A serve process's whole life: it runs a plan (CPU seconds noted), or idles for idle_s."""
     proc = b.agent("serve", "bench-steps")
@@ -560,10 +581,14 @@ def run(b: Bench, args: argparse.Namespace) -> None:
     empty, _ = b.measure(lambda: empty_queries(b, 100))
     setpriv = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
     bash, wrapped = asyncio.run(spawn_times([], 100)), asyncio.run(spawn_times(setpriv, 100))
+    with tempfile.TemporaryDirectory(prefix="a2a-bench-ws-") as scratch:
+        commits = asyncio.run(workspace_commits(Path(scratch), 40))
     table("1. floors", ["", "median (ms)", "p95 (ms)", "n"], [
         ["INSERT ...; COMMIT (psycopg 3, one connection, small table)", *med_p95(floor)],
         ["spawn `bash -c true` (asyncio subprocess)", *med_p95(bash)],
         ["spawn `setpriv --pdeathsig KILL -- bash -c true` (as the harness)", *med_p95(wrapped)],
+        ["a verified item's workspace commit (box; git add, commit, pack-objects)",
+         *med_p95(commits)],
     ])  # fmt: skip
     print(f"  100 empty queries (psycopg_pool's check on every checkout): +{empty[0]} xact_commit")
 
@@ -611,10 +636,18 @@ def run(b: Bench, args: argparse.Namespace) -> None:
           f" {checks} checks, one recorded effect each)")  # fmt: skip
     bookkeeping = st["per_step"] - st["commands"]
     print(f"  bookkeeping of each of {len(times)} runs (ms per step, sorted): {', '.join(spread)}")
+    # Each item in the window is one workspace commit: the harness's work for the caller (the
+    # item's commit is what it hands back), counted above as bookkeeping.
+    committed = statistics.median(commits) * args.items / st["window"]
     print(
-        f"  target 'at most 15 ms of bookkeeping per checkpointed step': "
-        f"{'met' if bookkeeping <= 0.015 else 'NOT met'} ({ms(bookkeeping)}, the median run)"
+        f"  of which the workspace commits ({args.items} in the window, at the floor above):"
+        f" {ms(committed)} ms per step; the rest: {ms(bookkeeping - committed)} ms per step"
     )
+    for goal in (0.015, 0.008):
+        print(
+            f"  target 'at most {goal * 1000:g} ms of bookkeeping per checkpointed step': "
+            f"{'met' if bookkeeping <= goal else 'NOT met'} ({ms(bookkeeping)}, the median run)"
+        )
     print(f"  git processes per item (a `git` shim on PATH counted them): {git_calls}")
     total = [(run_c[i] - idle_c[i]) / n for i in (0, 1)]
     engine = [(dbos_c[i] - dbos_idle_c[i]) / n for i in (0, 1)]
