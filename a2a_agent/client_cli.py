@@ -374,8 +374,16 @@ async def _decide(args: argparse.Namespace, client: Client, task: Task, console:
     return 0
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """Stdout closed (`| head`): end as for any other write to it, quietly (`entry`),
+        where rich would exit 1 as for an error."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def run(args: argparse.Namespace) -> int:
-    console = Console(stderr=False, highlight=False)
+    console = _Console(stderr=False, highlight=False)
     # `--json` prints tasks through protobuf's printer, which writes every count as a float.
     keep_whole_numbers()
     try:
@@ -396,6 +404,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"a2a-agent: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # stdout closed (`| head`), not the server: `entry` ends quietly
     except (httpx.HTTPError, OSError) as exc:
         print(f"a2a-agent: cannot reach {_url(args)}: {exc}", file=sys.stderr)
         return 1

@@ -82,6 +82,33 @@ def cli(
     return Ran(code, out.getvalue(), err.getvalue())
 
 
+def cli_to_closed_pipe(server: AgentProcess, *args: str) -> Ran:
+    """Run `a2a-agent <args>` as a process whose stdout is a pipe nobody reads any more (as
+    in `a2a-agent tasks list | head -1`, once `head` has its line): its read end is closed
+    before the command starts, so its first write fails."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "a2a_agent", *args],
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": os.environ.get("HOME", "/root"),
+                "A2A_AGENT_URL": server.url,
+                "A2A_AGENT_HOME": str(server.home),
+            },
+            cwd=REPO,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    return Ran(done.returncode, "", done.stderr)
+
+
 def _main(argv: list[str]) -> int:
     try:
         return main(argv)
@@ -319,3 +346,9 @@ def test_what_the_cli_is_given_wrong_it_says_plainly(
     assert cli(server, "tasks", "show", task_id).returncode == 0
     diff = cli(server, "tasks", "diff", task_id)
     assert diff.returncode == 1 and "is rejected and has no diff" in diff.stdout + diff.stderr
+    # Output piped to a reader that stopped (`| head -1`) is not an unreachable server: the
+    # command ends as one killed by SIGPIPE would, saying nothing (no "cannot reach", no
+    # "Exception ignored ... BrokenPipeError" at exit), with print() and with rich alike.
+    for args in (("tasks", "list", "--json"), ("tasks", "list"), ("tasks", "show", task_id)):
+        closed = cli_to_closed_pipe(server, *args)
+        assert (closed.returncode, closed.stderr) == (141, ""), (args, closed)
