@@ -1,5 +1,6 @@
-"""`a2a-agent serve | worker | deliver | migrate | push | keys` (the service), and
-`send | tasks` (a client of a running one)."""
+"""`a2a-agent serve | worker | deliver | cluster | migrate | keys | push | ping` (the
+service, on its database), and `send | tasks` (a client of a running one, over A2A).
+`a2a-agent COMMAND --help` says more."""
 
 from __future__ import annotations
 
@@ -84,10 +85,26 @@ def _parser() -> argparse.ArgumentParser:
     keys_sub.add_parser("list", help="every key: id, principal, scopes, revoked or not")
     revoke = keys_sub.add_parser("revoke", help="stop a key working (within seconds)")
     revoke.add_argument("key_id")
-    push = sub.add_parser("push", help="dead push deliveries: list them, or retry them")
-    push.add_argument("action", choices=("dead", "retry"))
-    push.add_argument("task_id", nargs="?", help="retry: the task whose dead configs to retry")
-    push.add_argument("--id", dest="config_id", help="retry: only this push config")
+    push = sub.add_parser(
+        "push",
+        help="push deliveries that gave up: 'dead' lists them, 'retry' starts them again",
+        description="A push config is dead once its receiver failed "
+        "A2A_AGENT_PUSH_MAX_ATTEMPTS times or for A2A_AGENT_PUSH_MAX_AGE_S: nothing more "
+        "is sent to it. Both commands work on the service's database (DATABASE_URL, else "
+        "the embedded one in A2A_AGENT_HOME).",
+    )
+    push_sub = push.add_subparsers(dest="action", required=True)
+    push_sub.add_parser(
+        "dead",
+        help="every dead push config: its task, id and URL, how far it got, its last error",
+    )
+    retry = push_sub.add_parser(
+        "retry",
+        help="start a task's dead push configs again: every event from where the receiver "
+        "stopped, in order",
+    )
+    retry.add_argument("task_id", help="the task whose dead push configs to start again")
+    retry.add_argument("--id", dest="config_id", help="only this push config")
     cluster = sub.add_parser(
         "cluster", help="N API processes and M workers on this machine, one database"
     )
@@ -123,9 +140,6 @@ async def _push(conninfo: str, args: argparse.Namespace) -> int:
                     f"attempts={c.attempts} error={c.last_error}"
                 )
             return 0
-        if not args.task_id:
-            print("a2a-agent push retry: give the task id", file=sys.stderr)
-            return 2
         retried = await store.retry(args.task_id, args.config_id)
         print(f"retrying {len(retried)} push config(s): {', '.join(retried) or 'none were dead'}")
         return 0

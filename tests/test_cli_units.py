@@ -1,9 +1,10 @@
-"""The CLI's parts that need no server: `--repo URL@REF` parsing, the progress entries
-`tasks watch` makes from a task's events (built here by the server's own conversion), and
-the live view drawn in a terminal."""
+"""The CLI's parts that need no server: its help, `--repo URL@REF` parsing, the progress
+entries `tasks watch` makes from a task's events (built here by the server's own
+conversion), and the live view drawn in a terminal."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import re
 from datetime import UTC, datetime
@@ -14,9 +15,46 @@ from a2a.types.a2a_pb2 import StreamResponse, Task, TaskState, TaskStatus
 from rich.console import Console
 from rich.live import Live
 
+from a2a_agent import cli
 from a2a_agent.client_cli import split_repo
 from a2a_agent.client_view import LAST_ENTRIES, News, WatchView
 from a2a_agent.edge.convert import to_event, with_event_id
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, tuple[str, argparse.ArgumentParser]]:
+    """A parser's subcommands: each one's line in the parser's help, and its own parser."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            lines = {shown.dest: shown.help for shown in action._choices_actions}
+            return {name: (str(lines.get(name) or ""), sub) for name, sub in action.choices.items()}
+    return {}
+
+
+def _every_command(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], str, argparse.ArgumentParser]]:
+    found = []
+    for name, (line, sub) in _commands(parser).items():
+        found.append(((*path, name), line, sub))
+        found.extend(_every_command(sub, (*path, name)))
+    return found
+
+
+def test_every_command_says_what_it_does() -> None:
+    """`a2a-agent --help`, `a2a-agent push --help` and the rest: every command and
+    subcommand has a line saying what it does."""
+    silent = [" ".join(path) for path, line, _ in _every_command(cli._parser()) if not line]
+    assert silent == []
+
+
+def test_push_help_names_its_commands() -> None:
+    commands = _commands(cli._parser())
+    line, push = commands["push"]
+    assert "'dead'" in line and "'retry'" in line  # what the top-level help promises is there
+    assert set(_commands(push)) == {"dead", "retry"}
+    parsed = cli._parser().parse_args(["push", "retry", "t1", "--id", "hook"])
+    assert (parsed.action, parsed.task_id, parsed.config_id) == ("retry", "t1", "hook")
+    assert cli._parser().parse_args(["push", "dead"]).action == "dead"
 
 
 @pytest.mark.parametrize(
