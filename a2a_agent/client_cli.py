@@ -62,6 +62,8 @@ from a2a_agent.whole_numbers import keep_whole_numbers
 CATCH_UP_S = 5.0  # at the end, how long the event log may take to reach the last status
 EXIT_CODES = {"completed": 0, "failed": 1, "canceled": 2, "rejected": 2}
 WAITING = ("input_required", "auth_required")
+# What a first message's data part may carry beside a plan (`--plan` takes it in one file).
+BESIDE_PLAN = frozenset({"budget", "policy", "workspace", "publish"})
 
 
 def _key_and_source(args: argparse.Namespace) -> tuple[str | None, str]:
@@ -143,10 +145,13 @@ def _data(payload: dict[str, Any]) -> Part:
 
 def _message(args: argparse.Namespace) -> Message:
     parts = [Part(text=args.goal)] if args.goal else []
-    payload: dict[str, Any] = {}
-    if args.plan is not None:
-        payload["plan"] = _plan_file(args.plan)
+    payload = _plan_data(args.plan) if args.plan is not None else {}
     if args.repo:
+        if "workspace" in payload:
+            raise SystemExit(
+                f"a2a-agent send: the plan file {args.plan} says where the workspace starts "
+                '("workspace"), and so does --repo: give one of them'
+            )
         url, ref = split_repo(args.repo)
         payload["workspace"] = {"git": {"url": url, **({"ref": ref} if ref else {})}}
     if payload:
@@ -154,6 +159,24 @@ def _message(args: argparse.Namespace) -> Message:
     if not parts:
         raise SystemExit("a2a-agent send: give a goal, or --plan FILE")
     return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=parts)
+
+
+def _plan_data(path: Path) -> dict[str, Any]:
+    """What `--plan FILE` puts in the message's data part. The file holds the plan itself
+    ({"goal", "items", ...}), or the data part as the README sends it: {"plan": {...}},
+    with what a first message may carry beside the plan. No plan has a "plan" field, so
+    the two cannot be taken one for the other."""
+    found = _plan_file(path)
+    if not isinstance(found, dict) or "plan" not in found:
+        return {"plan": found}
+    beside = sorted(set(found) - BESIDE_PLAN - {"plan"})
+    if beside:
+        raise SystemExit(
+            f'a2a-agent send: the plan file {path} has "plan" beside {beside}: give the plan '
+            'itself ({"goal": ..., "items": [...]}), or {"plan": {...}} with only '
+            f"{', '.join(repr(k) for k in sorted(BESIDE_PLAN))} beside it"
+        )
+    return dict(found)
 
 
 def _plan_file(path: Path) -> Any:

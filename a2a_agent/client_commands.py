@@ -27,7 +27,14 @@ def add_commands(sub: Any) -> None:
 
     send = sub.add_parser("send", help="give the server a task: a goal, or a plan")
     send.add_argument("goal", nargs="?", help="the goal in plain words")
-    send.add_argument("--plan", type=Path, help="a plan as JSON (a file, or - for stdin)")
+    send.add_argument(
+        "--plan",
+        type=Path,
+        metavar="FILE",
+        help='a JSON file (- for stdin): the plan {"goal", "items", ...}, or the data part '
+        '{"plan": {...}} as the README sends it, with "budget", "policy", "workspace" or '
+        '"publish" beside the plan',
+    )
     send.add_argument(
         "--repo", help="start from this repository: URL@REF (a branch, tag or commit)"
     )

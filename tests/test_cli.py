@@ -153,6 +153,18 @@ def test_send_and_watch_until_completed_or_failed(start_agent: StartAgent, tmp_p
     assert diff.returncode == 0 and "+++ b/a.txt" in diff.stdout and "+++ b/b.txt" in diff.stdout
     table = cli(server, "tasks", "list")
     assert completed["id"][:8] in table.stdout and "cli plan" in table.stdout
+    # The README's form, the data part {"plan": {...}}, is taken as well, with what a first
+    # message may carry beside the plan (a budget, here).
+    wrapped = tmp_path / "wrapped.json"
+    wrapped.write_text(json.dumps({
+        "plan": {"goal": "wrapped", "items": [item("w", "true", "true")]},
+        "budget": {"maxWallS": 77},
+    }))  # fmt: skip
+    sent = cli(server, "send", "--plan", str(wrapped), "--watch", "--json")
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    task = json.loads(sent.stdout)
+    assert [i["id"] for i in plan_of(task)["items"]] == ["w"]
+    assert task["metadata"]["budget"]["limits"]["maxWallS"] == 77
 
 
 def test_approve_from_the_cli_and_watch_exits_when_waiting(
@@ -335,6 +347,20 @@ def test_what_the_cli_is_given_wrong_it_says_plainly(
     missing = cli(server, "send", "--plan", str(tmp_path / "none.json"))
     assert missing.returncode == 1 and "cannot reach" not in missing.stderr
     assert "cannot read the plan file" in missing.stderr and "No such file" in missing.stderr
+    # A file that is neither a plan nor the data part {"plan": {...}}: which of the two to
+    # give, rather than the server's "plan has unknown field(s) ['plan']".
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(json.dumps({"goal": "g", "plan": {"goal": "g", "items": []}}))
+    both = cli(server, "send", "--plan", str(mixed))
+    assert both.returncode == 1 and "unknown field" not in both.stderr
+    assert f"""the plan file {mixed} has "plan" beside ['goal']: give the plan itself""" in (
+        both.stderr
+    )
+    # Where the workspace starts, said twice.
+    seeded = tmp_path / "seeded.json"
+    seeded.write_text(json.dumps({"plan": {}, "workspace": {"fromTask": "t"}}))
+    twice = cli(server, "send", "--plan", str(seeded), "--repo", "https://h/x.git")
+    assert twice.returncode == 1 and "and so does --repo: give one of them" in twice.stderr
     # A goal this server cannot work (no model): refused at once, and `send` says so.
     goal = cli(server, "send", "write hello")
     assert goal.returncode == 2, goal.stdout + goal.stderr
