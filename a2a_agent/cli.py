@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--name", default="", help="a note on what the key is for")
     keys_sub.add_parser("list", help="every key: id, principal, scopes, revoked or not")
     revoke = keys_sub.add_parser("revoke", help="stop a key working (within seconds)")
-    revoke.add_argument("key_id")
+    revoke.add_argument("key_id", help="the key's id (as `keys list` shows it)")
     push = sub.add_parser(
         "push",
         help="push deliveries that gave up: 'dead' lists them, 'retry' starts them again",

@@ -308,7 +308,7 @@ async def _tasks(args: argparse.Namespace, console: Console) -> int:
             if args.json:
                 _print_json([MessageToDict(t) for t in found.tasks])
             else:
-                console.print(tasks_table(list(found.tasks)))
+                console.print(tasks_table(list(found.tasks), found.total_size))
             return 0
         task_id = args.task_id
         if args.action == "watch":

@@ -78,8 +78,10 @@ def _styled(state: str) -> Text:
     return Text(state, style=COLORS.get(state, ""))
 
 
-def tasks_table(tasks: list[Task]) -> Table:
-    table = Table(title=f"{len(tasks)} task(s)", show_lines=False)
+def tasks_table(tasks: list[Task], total: int = 0) -> Table:
+    """The tasks listed, and how many of `total` they are when that is more (a page)."""
+    title = f"{len(tasks)} of {total} tasks, the latest changed" if total > len(tasks) else ""
+    table = Table(title=title or f"{len(tasks)} task(s)", show_lines=False)
     # The id whole, even in a narrow terminal: a cut one cannot be used with `tasks show`.
     table.add_column("task", no_wrap=True, min_width=36)
     for column in ("state", "goal", "items", "updated"):

@@ -17,7 +17,7 @@ from rich.live import Live
 
 from a2a_agent import cli
 from a2a_agent.client_cli import split_repo
-from a2a_agent.client_view import LAST_ENTRIES, News, WatchView
+from a2a_agent.client_view import LAST_ENTRIES, News, WatchView, tasks_table
 from a2a_agent.edge.convert import to_event, with_event_id
 
 
@@ -42,9 +42,25 @@ def _every_command(
 
 def test_every_command_says_what_it_does() -> None:
     """`a2a-agent --help`, `a2a-agent push --help` and the rest: every command and
-    subcommand has a line saying what it does."""
-    silent = [" ".join(path) for path, line, _ in _every_command(cli._parser()) if not line]
+    subcommand has a line saying what it does, and every argument says what it is."""
+    silent = []
+    for path, line, sub in _every_command(cli._parser()):
+        if not line:
+            silent.append(" ".join(path))
+        silent.extend(
+            f"{' '.join(path)} {action.dest}"
+            for action in sub._actions
+            if not isinstance(action, argparse._SubParsersAction) and not action.help
+        )
     assert silent == []
+
+
+def test_a_list_cut_at_a_page_says_so() -> None:
+    tasks = [
+        Task(id=f"t{n}", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)) for n in range(2)
+    ]
+    assert tasks_table(tasks, total=2).title == "2 task(s)"
+    assert tasks_table(tasks, total=140).title == "2 of 140 tasks, the latest changed"
 
 
 def test_push_help_names_its_commands() -> None:
