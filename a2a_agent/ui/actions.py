@@ -7,6 +7,7 @@ naming them."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -56,6 +57,29 @@ def person_of(request: Request) -> tuple[str, bool]:
     user = request.scope.get("user")
     name = user.display_name if user is not None and user.is_authenticated else ""
     return name, "operator" in scopes
+
+
+def refused(said: str) -> JSONResponse:
+    """A request the dashboard cannot act on, in the form its buttons read (`{"error": ...}`)."""
+    return JSONResponse({"error": said}, status_code=400)
+
+
+async def json_object(request: Request) -> dict[str, Any] | Response:
+    """The request's body as a JSON object (an empty body is `{}`), or the refusal saying it
+    is not one."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        return refused(f"the body is not JSON (at {where}); send a JSON object")
+    except ValueError:  # not UTF-8: the door refuses that first (`RequestLimits`)
+        return refused("the body is not JSON; send a JSON object")
+    if not isinstance(body, dict):
+        return refused("the body must be a JSON object")
+    return body
 
 
 def _message(
@@ -108,9 +132,9 @@ class Actions:
             return JSONResponse({"error": "the dashboard needs the 'operator' scope"}, 403)
         person = person or "operator"
         task_id, action = request.path_params["task_id"], request.path_params["action"]
-        body = await request.json() if await request.body() else {}
-        if not isinstance(body, dict):
-            return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+        body = await json_object(request)
+        if isinstance(body, Response):
+            return body
         try:
             context = await self._context(task_id, person)
             return await self._do(action, task_id, person, body, context)

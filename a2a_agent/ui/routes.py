@@ -28,7 +28,7 @@ from a2a_agent.edge.auth import UI_COOKIE, KeyVerifier
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.harness.kernel.render import progress_document, transition_line
 from a2a_agent.ui import views
-from a2a_agent.ui.actions import Actions, person_of
+from a2a_agent.ui.actions import Actions, json_object, person_of, refused
 from a2a_agent.wire import to_wire
 from persistence.errors import StoreError
 from persistence.operator import OperatorStore
@@ -93,8 +93,13 @@ class Dashboard:
         return self._page("login.html", error="that key no longer works" if expired else None)
 
     async def login(self, request: Request) -> Response:
-        body = await request.json()
-        key = str(body.get("key") or "").strip() if isinstance(body, dict) else ""
+        body = await json_object(request)
+        if isinstance(body, Response):
+            return body
+        key = body.get("key") or ""
+        if not isinstance(key, str):
+            return refused('send the key as a text: {"key": "a2a_..."}')
+        key = key.strip()
         if self.verifier is not None:
             caller = await self.verifier.caller(key) if key else None
             if caller is None:

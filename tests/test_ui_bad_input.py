@@ -1,0 +1,59 @@
+"""What the dashboard and the task files tell a caller that sent something they cannot use, in
+process (`tests/support/in_process.py`, authentication off: every scope): a body that is not
+JSON, a control character (NUL) in the address or in a field, each refused with 400 and a
+sentence in the form the route answers its other errors, before the database sees it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.in_process import InProcess, in_process
+
+ACTIONS = ("decide", "note", "cancel", "continue", "retry-push")
+PLAN = {"goal": "wait", "items": [{"id": "a", "title": "a", "run": "true", "verify": "true"}]}
+
+
+@pytest.fixture
+async def app(database_url: str, home: Path) -> AsyncIterator[InProcess]:
+    async with in_process(database_url, home) as running:
+        yield running
+
+
+async def a_task(app: InProcess) -> str:
+    """A stored task (it waits for a worker that is not there)."""
+    message: dict[str, Any] = {
+        "messageId": "m-1",
+        "role": "ROLE_USER",
+        "parts": [{"data": {"plan": PLAN}}],
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": message, "configuration": {"returnImmediately": True}},
+    }
+    response = await app.http.post("/", json=call, headers={"A2A-Version": "1.0"})
+    return str(response.json()["result"]["task"]["id"])
+
+
+def refused(response: Any, said: str) -> None:
+    assert response.status_code == 400, (response.status_code, response.text[:300])
+    assert set(response.json()) == {"error"}, response.text
+    assert said in response.json()["error"], response.text
+
+
+async def test_a_body_that_is_not_json_is_refused_in_words(app: InProcess) -> None:
+    task_id = await a_task(app)
+    typed = {"Content-Type": "application/json"}
+    for path in ("/ui/login", *(f"/ui/tasks/{task_id}/{action}" for action in ACTIONS)):
+        response = await app.http.post(path, content=b"not json", headers=typed)
+        refused(response, "the body is not JSON (at line 1, column 1); send a JSON object")
+    # A key that is not a text is no key.
+    refused(await app.http.post("/ui/login", json={"key": 7}), "send the key as a text")
+    # Nothing was done: the task still waits, with no note.
+    page = await app.http.get(f"/ui/tasks/{task_id}")
+    assert page.status_code == 200 and "canceled from the dashboard" not in page.text
