@@ -5,6 +5,7 @@ sentence in the form the route answers its other errors, before the database see
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -55,5 +56,51 @@ async def test_a_body_that_is_not_json_is_refused_in_words(app: InProcess) -> No
     # A key that is not a text is no key.
     refused(await app.http.post("/ui/login", json={"key": 7}), "send the key as a text")
     # Nothing was done: the task still waits, with no note.
+    page = await app.http.get(f"/ui/tasks/{task_id}")
+    assert page.status_code == 200 and "canceled from the dashboard" not in page.text
+
+
+CONTROL = "contains a control character (such as %00, NUL)"
+
+
+@pytest.mark.parametrize(
+    ("path", "what", "form"),
+    [
+        ("/ui?owner=%00", "the query's 'owner' ", "page"),
+        ("/ui?state=working&owner=a%01b", "the query's 'owner' ", "page"),
+        ("/ui/tasks-body?owner=%00", "the query's 'owner' ", "text"),
+        ("/ui/tasks/%00", "the task id in the address ", "page"),
+        ("/ui/tasks/%00/body", "the task id in the address ", "text"),
+        ("/ui/tasks/%00/live", "the task id in the address ", "page"),
+        ("/ui/tasks/x/live?since=%00", "the query's 'since' ", "page"),
+        ("/outputs/%00/diff", "the task id in the address ", "json"),
+        ("/outputs/x/%00", "the file name in the address ", "json"),
+        ("/inputs/%00/1", "the task id in the address ", "json"),
+    ],
+)
+async def test_a_control_character_in_the_address_is_refused(
+    app: InProcess, path: str, what: str, form: str
+) -> None:
+    # Bounded: the live stream of a task id with NUL was an endless stream of nothing.
+    response = await asyncio.wait_for(app.http.get(path), 10)
+    assert response.status_code == 400, (response.status_code, response.text[:300])
+    said = what + CONTROL
+    if form == "json":
+        assert said in response.json()["error"]
+    elif form == "text":  # a fragment the page fetches: plain text, since it quotes the query
+        assert response.headers["content-type"].startswith("text/plain")
+        assert response.text.startswith(said)
+    else:  # the page an operator's browser shows, the sentence in its error line
+        assert response.headers["content-type"].startswith("text/html")
+        shown = said.replace("'", "&#39;")
+        assert f'<p class="error" id="error">{shown}' in response.text
+
+
+async def test_a_control_character_in_an_action_address_is_refused(app: InProcess) -> None:
+    task_id = await a_task(app)
+    for action in ACTIONS:
+        response = await app.http.post(f"/ui/tasks/%00/{action}", json={"text": "hi"})
+        refused(response, "the task id in the address " + CONTROL)
+    # Nothing was done: the task was not canceled.
     page = await app.http.get(f"/ui/tasks/{task_id}")
     assert page.status_code == 200 and "canceled from the dashboard" not in page.text

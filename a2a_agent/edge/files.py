@@ -1,6 +1,7 @@
 """The task's files over HTTP, for its owner: a run's results (`/outputs/<task>/<name>`: the
 diff, the bundle) and the files its first message carried (`/inputs/<task>/<n>`). Behind the
-same key check as every other route; a file of another owner's task does not exist."""
+same key check as every other route; a file of another owner's task does not exist, and an id
+or a name with a control character (NUL) is refused before it is looked up."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from a2a_agent.edge.route_params import printable_params
 from persistence.errors import StoreUnavailable
 from persistence.tasks import TaskStore
 
@@ -56,7 +58,10 @@ def file_routes(store: TaskStore) -> list[Route]:
     async def inputs(request: Request) -> Response:
         return await serve(request, "input")
 
+    def refuse(request: Request, said: str) -> Response:
+        return JSONResponse({"error": said}, status_code=400)
+
     return [
-        Route("/outputs/{task_id}/{name}", outputs, methods=["GET"]),
-        Route("/inputs/{task_id}/{name}", inputs, methods=["GET"]),
+        Route("/outputs/{task_id}/{name}", printable_params(outputs, refuse), methods=["GET"]),
+        Route("/inputs/{task_id}/{name}", printable_params(inputs, refuse), methods=["GET"]),
     ]

@@ -21,11 +21,18 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import BaseRoute, Route
 
 from a2a_agent.edge.auth import UI_COOKIE, KeyVerifier
 from a2a_agent.edge.handler import AgentRequestHandler
+from a2a_agent.edge.route_params import Endpoint, printable_params
 from a2a_agent.harness.kernel.render import progress_document, transition_line
 from a2a_agent.ui import views
 from a2a_agent.ui.actions import Actions, json_object, person_of, refused
@@ -247,14 +254,29 @@ class Dashboard:
         )
 
     def routes(self) -> list[BaseRoute]:
+        """Every route refuses a control character (NUL) in its path or query in the form it
+        answers other errors (`route_params`): a page, a fragment's text, or JSON."""
+
+        def page(endpoint: Endpoint) -> Endpoint:
+            return printable_params(
+                endpoint, lambda request, said: self._page("login.html", 400, error=said)
+            )
+
+        def fragment(endpoint: Endpoint) -> Endpoint:
+            # Plain text: the sentence may quote the query, which no page should run.
+            return printable_params(endpoint, lambda request, said: PlainTextResponse(said, 400))
+
+        def data(endpoint: Endpoint) -> Endpoint:
+            return printable_params(endpoint, lambda request, said: refused(said))
+
         return [
-            Route("/ui", self.task_list, methods=["GET"]),
-            Route("/ui/login", self.login_page, methods=["GET"]),
-            Route("/ui/login", self.login, methods=["POST"]),
-            Route("/ui/logout", self.logout, methods=["POST"]),
-            Route("/ui/tasks-body", self.task_list_body, methods=["GET"]),
-            Route("/ui/tasks/{task_id}", self.task_page, methods=["GET"]),
-            Route("/ui/tasks/{task_id}/body", self.task_body, methods=["GET"]),
-            Route("/ui/tasks/{task_id}/live", self.live, methods=["GET"]),
-            Route("/ui/tasks/{task_id}/{action}", self.actions.act, methods=["POST"]),
+            Route("/ui", page(self.task_list), methods=["GET"]),
+            Route("/ui/login", page(self.login_page), methods=["GET"]),
+            Route("/ui/login", data(self.login), methods=["POST"]),
+            Route("/ui/logout", data(self.logout), methods=["POST"]),
+            Route("/ui/tasks-body", fragment(self.task_list_body), methods=["GET"]),
+            Route("/ui/tasks/{task_id}", page(self.task_page), methods=["GET"]),
+            Route("/ui/tasks/{task_id}/body", fragment(self.task_body), methods=["GET"]),
+            Route("/ui/tasks/{task_id}/live", page(self.live), methods=["GET"]),
+            Route("/ui/tasks/{task_id}/{action}", data(self.actions.act), methods=["POST"]),
         ]
