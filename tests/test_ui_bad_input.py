@@ -104,3 +104,20 @@ async def test_a_control_character_in_an_action_address_is_refused(app: InProces
     # Nothing was done: the task was not canceled.
     page = await app.http.get(f"/ui/tasks/{task_id}")
     assert page.status_code == 200 and "canceled from the dashboard" not in page.text
+
+
+async def test_a_field_the_dashboard_cannot_use_is_refused(app: InProcess) -> None:
+    # A config id with NUL reached the database ("the database refused a value", 503); one
+    # that is not a text failed there ("see the server log"); a note that is not a text was
+    # stored as Python's repr of it; a key with NUL set a cookie no key matches.
+    task_id = await a_task(app)
+    act = f"/ui/tasks/{task_id}/retry-push"
+    refused(await app.http.post(act, json={"config_id": "a\u0000"}), "config_id contains a")
+    refused(await app.http.post(act, json={"config_id": {"x": 1}}), "config_id must be a")
+    note = f"/ui/tasks/{task_id}/note"
+    refused(await app.http.post(note, json={"text": {"x": 1}}), "send the note as a text")
+    assert "{'x': 1}" not in (await app.http.get(f"/ui/tasks/{task_id}/body")).text
+    refused(await app.http.post("/ui/login", json={"key": "a2a_\u0000"}), "the key contains")
+    # The retry with no id still retries the task's dead pushes (none).
+    fine = await app.http.post(act, json={})
+    assert fine.status_code == 200 and fine.json() == {"ok": True, "retried": []}

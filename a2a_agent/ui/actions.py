@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 
 from a2a_agent.edge.auth import SCOPES
 from a2a_agent.edge.handler import AgentRequestHandler
+from a2a_agent.edge.route_params import control_character
 from persistence.errors import StoreError
 from persistence.operator import OperatorStore
 from persistence.push import PushOutbox
@@ -163,7 +164,10 @@ class Actions:
             task = await self.handler.on_message_send(_send(message), context)
             return JSONResponse({"ok": True, "task": getattr(task, "id", task_id)})
         if action == "note":
-            text = str(body.get("text") or "").strip()
+            text = body.get("text") or ""
+            if not isinstance(text, str):
+                return refused('send the note as a text: {"text": "..."}')
+            text = text.strip()
             if not text:
                 return JSONResponse({"error": "the note is empty"}, status_code=400)
             # A text to a working task: the steering note the model reads, as from A2A.
@@ -179,6 +183,13 @@ class Actions:
             made = await self.handler.on_message_send(_send(message), context)
             return JSONResponse({"ok": True, "task": getattr(made, "id", None)})
         if action == "retry-push":
-            retried = await self.outbox.retry(task_id, body.get("config_id"))
+            config_id = body.get("config_id")
+            if config_id is not None and not isinstance(config_id, str):
+                return refused("config_id must be a push config's id (a text), or absent to "
+                               "retry each of the task's dead pushes")  # fmt: skip
+            if config_id is not None and control_character(config_id):
+                return refused("config_id contains a control character (such as NUL), which "
+                               "no push config's id has")  # fmt: skip
+            retried = await self.outbox.retry(task_id, config_id)
             return JSONResponse({"ok": True, "retried": retried})
         return JSONResponse({"error": f"no action {action!r}"}, status_code=404)

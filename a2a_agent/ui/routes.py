@@ -32,7 +32,7 @@ from starlette.routing import BaseRoute, Route
 
 from a2a_agent.edge.auth import UI_COOKIE, KeyVerifier
 from a2a_agent.edge.handler import AgentRequestHandler
-from a2a_agent.edge.route_params import Endpoint, printable_params
+from a2a_agent.edge.route_params import Endpoint, control_character, printable_params
 from a2a_agent.harness.kernel.render import progress_document, transition_line
 from a2a_agent.ui import views
 from a2a_agent.ui.actions import Actions, json_object, person_of, refused
@@ -107,6 +107,9 @@ class Dashboard:
         if not isinstance(key, str):
             return refused('send the key as a text: {"key": "a2a_..."}')
         key = key.strip()
+        if control_character(key):
+            return refused("the key contains a control character (such as NUL), which no key "
+                           "has; paste the key again")  # fmt: skip
         if self.verifier is not None:
             caller = await self.verifier.caller(key) if key else None
             if caller is None:
