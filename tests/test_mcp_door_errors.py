@@ -235,3 +235,27 @@ async def test_an_unknown_protocol_version_is_named_with_those_spoken(
         "/mcp", json=call, headers={**headers, "MCP-Protocol-Version": "2025-11-25", **JSON_OR_SSE}
     )
     assert known.status_code == 200 and known.json()["result"]["tools"]
+
+
+async def test_a_method_other_than_post_is_answered_at_once(door: tuple[InProcess, str]) -> None:
+    # The door is stateless: a GET was an SSE stream the SDK held open with nothing ever on
+    # it (no status line through a buffering client, the connection held), and a DELETE was
+    # told "Session termination not supported" with no Allow. Each is 405, Allow: POST.
+    app, key = door
+    auth = {"Authorization": f"Bearer {key}"}
+    sse = {**auth, "Accept": "text/event-stream"}
+    for method, headers, said in [
+        ("GET", sse, "opens no SSE stream on GET"),
+        ("GET", {**sse, "MCP-Protocol-Version": "2025-11-25"}, "opens no SSE stream on GET"),
+        ("GET", {**sse, "MCP-Protocol-Version": "2026-07-28"}, "opens no SSE stream on GET"),
+        ("DELETE", auth, "keeps no sessions, so there is none to end"),
+        ("PUT", {**auth, "Content-Type": "application/json"}, "PUT is not a method of"),
+    ]:
+        response = await asyncio.wait_for(app.http.request(method, "/mcp", headers=headers), 10)
+        assert_mcp_error(response, 405, said)
+        assert response.headers["allow"] == "POST"
+    # Without a key the key is asked for first; and the SDK's client still works (a client
+    # of 2025-11-25 tries a GET stream after initialize, and takes the 405).
+    assert_mcp_error(await app.http.get("/mcp"), 401, "an API key is required")
+    async with mcp_client(app, key, mode="legacy") as client:
+        assert {tool.name for tool in (await client.list_tools()).tools} >= {"delegate"}

@@ -6,6 +6,12 @@ speak A2A, the test suite's hundreds of servers). So `/mcp` is served by this do
 builds the door (importing the SDK in a thread, so the event loop keeps serving) and starts
 its session manager when the first request comes, and closes it with the app. The first MCP
 request of a process waits for that; every later one goes straight through.
+
+The door is stateless streamable HTTP that answers each POST in full (JSON, or the stream a
+`subscriptions/listen` asks for): it keeps no sessions and sends nothing unasked. So a GET
+(the SDK would hold an SSE stream open on which nothing ever comes), a DELETE (there is no
+session to end) or any other method is answered here at once: 405 with `Allow: POST`, in
+JSON-RPC, as the door's other refusals.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Protocol
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from a2a_agent.edge.refusals import MCP_PATH, mcp_error, send_json, unavailable
+from a2a_agent.edge.refusals import MCP_PATH, Refusal, mcp_error, send_json, unavailable
 
 PATH = MCP_PATH
 
@@ -45,6 +51,9 @@ class Doorway:
         return [Route(PATH, endpoint=self)]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] != "POST":
+            await _not_allowed(scope["method"], send)
+            return
         door = self._door or await self._open()
         if door is None:
             refusal = unavailable("the server is shutting down; try again shortly")
@@ -70,3 +79,19 @@ class Doorway:
                 self._closed = True
                 self._door = None
                 await self._stack.aclose()
+
+
+NOT_ALLOWED = {
+    "GET": "this MCP endpoint opens no SSE stream on GET: it keeps no sessions and answers "
+    "each request in full; send JSON-RPC requests by POST",
+    "DELETE": "this MCP endpoint keeps no sessions, so there is none to end; send JSON-RPC "
+    "requests by POST",
+}
+
+
+async def _not_allowed(method: str, send: Send) -> None:
+    said = NOT_ALLOWED.get(
+        method, f"{method} is not a method of this MCP endpoint; send JSON-RPC requests by POST"
+    )
+    refusal = Refusal(405, -32600, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED", said)
+    await send_json(send, 405, mcp_error(refusal), headers=((b"allow", b"POST"),))
