@@ -30,6 +30,7 @@ from a2a_agent.edge.files import file_routes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
 from a2a_agent.edge.long_poll import LongPoll
+from a2a_agent.edge.not_routed import not_routed_handler
 from a2a_agent.edge.peer_hooks import PEER_NOTIFY_PREFIX, peer_routes
 from a2a_agent.edge.request_checks import RequestLimits, StrictContentType, TrustedHosts
 from a2a_agent.edge.rest_versions import with_version_hints
@@ -197,7 +198,16 @@ def create_app(
         Middleware(LongPoll, handler=handler, path=JSONRPC_PATH),
         Middleware(FastReads, handler=handler, path=JSONRPC_PATH),
     ]
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    not_routed = not_routed_handler(JSONRPC_PATH)
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={404: not_routed, 405: not_routed},
+    )
+    # A path no route takes is told so (not_routed.py), not sent on to the same path with a
+    # slash added: the SDK's `/{tenant}/...` routes made every `/anything` a 307 to a 404.
+    app.router.redirect_slashes = False
     # uvicorn logs a failed start as the traceback Starlette formats; ours (the database
     # away, the executor id in use) is logged as the sentence that says what to do.
     app.router.lifespan = _said_plainly(app.router.lifespan, refusal)  # type: ignore[method-assign,assignment]

@@ -232,3 +232,23 @@ async def test_0_3_calls_through_scopes_and_the_idempotent_message_id(
     assert got["kind"] == "task" and got["id"] == first["id"]
     assert app.engine.started == [(first["id"], 0)]
     assert BASE_URL.startswith("http://127.0.0.1")
+
+
+async def test_a_path_no_route_takes_is_told_where_the_endpoints_are(
+    door: tuple[InProcess, str],
+) -> None:
+    """Starlette answered these in plain text ("Not Found", "Method Not Allowed"), which no
+    A2A client parses, and `/anything` was first a 307 to `/anything/`."""
+    app, key = door
+    headers = {**auth(key), **V10}
+    for path in ("/nope", "/tasks/", "/v1/nope"):
+        answer = await app.http.get(path, headers=headers)
+        assert answer.status_code == 404, (path, answer.status_code, answer.headers)
+        assert_rest_error(answer, 404, "NOT_FOUND", says="agent-card.json")
+    wrong = await app.http.delete("/tasks/x", headers=headers)
+    assert_rest_error(wrong, 404, "NOT_FOUND", says="DELETE /tasks/x is no endpoint")
+    rpc_get = await app.http.get("/", headers=headers)
+    assert_rest_error(rpc_get, 405, "METHOD_NOT_ALLOWED", says="does not take GET; it takes POST")
+    assert rpc_get.headers["allow"] == "POST"
+    page = await app.http.get("/ui/nope", headers=headers)  # a browser's: plain text, as it was
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/plain")
