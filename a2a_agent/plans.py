@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_agent.errors import PlanError
+from a2a_agent.whole_numbers import EXACT
 from a2a_agent.wire import wire_name
 from persistence.records import NewItem
 
@@ -102,17 +103,19 @@ def shown(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) <= EXACT:
         return str(int(value))
+    if isinstance(value, int) and len(str(abs(value))) > 20:
+        return f"{value:.6g}"  # a 300-digit integer is said as 1e+308, not spelled out
     if isinstance(value, int | float):
-        return repr(value)
+        return repr(value)  # a float beyond 2**53 as Python writes it: 1e+308
     if isinstance(value, str):
         quoted = repr(value if len(value) <= 60 else value[:57] + "...")
         return f"the string {quoted}"
     if isinstance(value, Mapping):
-        return "an object"
+        return "an object" if value else "an empty object"
     if isinstance(value, list):
-        return "a list"
+        return "a list" if value else "an empty list"
     return type(value).__name__
 
 

@@ -55,6 +55,21 @@ def test_refusals(items: list[Any], message: str) -> None:
         parse_plan({"goal": "g", "items": items}, LIMITS)
 
 
+def test_a_huge_number_is_said_short_with_the_limit() -> None:
+    # 1e308 is a whole float: spelled out as an integer it was 309 digits.
+    item = {"id": "a", "verify": "true", "timeout_s": 1e308}
+    with pytest.raises(PlanError) as refused:
+        parse_plan(plan(item), LIMITS)
+    said = str(refused.value)
+    assert said.endswith("between 1 and 604800; got 1e+308"), said
+    assert len(said) < 150
+
+
+def test_an_empty_list_is_said_empty() -> None:
+    with pytest.raises(PlanError, match=r"must be a non-empty list; .*\(got an empty list\)$"):
+        parse_plan({"goal": "g", "items": []}, LIMITS)
+
+
 def test_unknown_plan_field() -> None:
     with pytest.raises(PlanError, match="unknown field"):
         parse_plan({"goal": "g", "items": [{"id": "a", "verify": "true"}], "steps": []}, LIMITS)
