@@ -38,6 +38,45 @@ def printable(value: str, what: str) -> None:
         raise InvalidParamsError(f"{what} contains a control character; no such id exists")
 
 
+HEADER = "which cannot travel in an HTTP header"
+# A config's texts, what each is called, and why a control character cannot be in it.
+CONFIG_TEXTS = (
+    ("id", "the push config id", "which a push config id may not hold"),
+    ("url", "the webhook URL", "which a URL may not hold"),
+    ("token", "the token", f"{HEADER} (X-A2A-Notification-Token)"),
+)
+
+
+def _control(value: str) -> str | None:
+    """The first control character in `value`, as a refusal names it, or None."""
+    for c in value:
+        if c == "\x00":
+            return "a NUL character (\\u0000)"
+        if ord(c) < 32 or c == "\x7f":
+            return f"a control character (U+{ord(c):04X})"
+    return None
+
+
+def unstorable(params: TaskPushNotificationConfig) -> str | None:
+    """Why a config to be made cannot be kept or used as given, naming the field; or None.
+
+    A NUL cannot be stored, and the token and authentication travel as headers of every
+    notification, where no control character may; an id with one could not be named again."""
+    texts = [(getattr(params, field), what, why) for field, what, why in CONFIG_TEXTS]
+    if params.HasField("authentication"):
+        auth = params.authentication
+        texts.append((auth.scheme, "authentication.scheme", f"{HEADER} (Authorization)"))
+        if not is_hmac_scheme(auth.scheme):  # an HMAC secret is a key, never sent
+            texts.append(
+                (auth.credentials, "authentication.credentials", f"{HEADER} (Authorization)")
+            )
+    for value, what, why in texts:
+        found = _control(value)
+        if found is not None:
+            return f"{what} contains {found}, {why}; remove it"
+    return None
+
+
 def _config_out(config: PushConfig, *, with_secrets: bool = False) -> TaskPushNotificationConfig:
     """A config as the caller sees it: its token and credentials only in the answer to the
     call that set them (a later read, a log of it or a screen shows none)."""
@@ -78,9 +117,10 @@ class PushConfigMethods:
         protocol: str = V10,
     ) -> TaskPushNotificationConfig:
         """Store a config made by a client of A2A `protocol` ("0.3" or "1.0")."""
+        refusal = unstorable(params)
+        if refusal is not None:
+            raise InvalidParamsError(refusal)
         await self._checked_url(params.url)
-        for value, what in ((params.id, "the push config id"), (params.token, "the token")):
-            printable(value, what)
         auth = params.authentication if params.HasField("authentication") else None
         scheme = auth.scheme if auth is not None else ""
         if auth is not None and is_hmac_scheme(scheme):
