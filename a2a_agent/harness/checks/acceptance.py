@@ -20,7 +20,7 @@ from a2a_agent.budget import Spend
 from a2a_agent.harness.kernel.context import StepContext
 from a2a_agent.harness.kernel.effects import Concluded, Effect, Effects
 from a2a_agent.harness.kernel.endings import RunEndings
-from a2a_agent.harness.kernel.evidence import evidence
+from a2a_agent.harness.kernel.evidence import STATUS_OUTPUT_CHARS, evidence, output_in_words
 from a2a_agent.harness.kernel.keys import effect_key
 from a2a_agent.harness.kernel.pauses import asked_here
 from a2a_agent.harness.kernel.results import JSON, StepResult
@@ -120,7 +120,8 @@ class AcceptanceCheck:
             result={**value, "outcome": "failed"},
             metadata_patch={"acceptance": shown},
             task_state="failed",
-            status_text=f"Not completed: {said}. Output tail:\n{result.output_tail[-1500:]}",
+            status_text=f"Not completed: {said}. "
+            f"{output_in_words(result.output_tail, chars=STATUS_OUTPUT_CHARS)}",
             transitions=[Transition(from_state="working", to_state="failed", reason=said)],
             report={**await self.endings.report(view), "acceptance": shown},
             charge=Charge(kind="command"),

@@ -21,7 +21,12 @@ from a2a_agent.harness.kernel.attempts import to_verification, within_item
 from a2a_agent.harness.kernel.context import StepContext
 from a2a_agent.harness.kernel.effects import Concluded, Effect, Effects, recorded
 from a2a_agent.harness.kernel.endings import RunEndings
-from a2a_agent.harness.kernel.evidence import evidence, with_attempt
+from a2a_agent.harness.kernel.evidence import (
+    STATUS_OUTPUT_CHARS,
+    evidence,
+    output_in_words,
+    with_attempt,
+)
 from a2a_agent.harness.kernel.keys import effect_key
 from a2a_agent.harness.kernel.results import JSON, StepResult
 from a2a_agent.harness.workspace.commands import CommandResult
@@ -280,8 +285,8 @@ class PlanHarness:
             ],
             task_state="failed",
             status_text=f"Item {item_id} failed verification after {failures} attempt(s): "
-            f"`{verify}` exited {result.exit_code}. Output tail:\n"
-            f"{result.output_tail[-1500:]}",
+            f"`{verify}` exited {result.exit_code}. "
+            f"{output_in_words(result.output_tail, chars=STATUS_OUTPUT_CHARS)}",
         )  # fmt: skip
         history = (failed.item.history if failed.item is not None else None) or []
         failed = await self.endings.failing_item(view, item, failed, history=history)

@@ -29,6 +29,19 @@ def evidence(result: CommandResult, runs: int = 1) -> JSON:
     return shown
 
 
+STATUS_OUTPUT_CHARS = 1500  # of a command's output tail, in a task's status text
+
+
+def output_in_words(tail: str, *, fenced: bool = False, chars: int | None = None) -> str:
+    """A command's output tail as the sentences after "`cmd` exited N." say it: "Output
+    tail:" and its last `chars` characters (in a Markdown code block when `fenced`), or, when
+    it printed nothing, that it did, rather than a heading with nothing under it."""
+    shown = (tail if chars is None else tail[-chars:]).rstrip()
+    if not shown.strip():
+        return "It printed nothing."
+    return f"Output tail:\n\n```\n{shown}\n```" if fenced else f"Output tail:\n{shown}"
+
+
 def with_attempt(item: ItemRow, attempt: int, **fields: Any) -> list[JSON]:
     """The item's attempts, with attempt `attempt` given `fields` (added if it is new)."""
     history = [dict(entry) for entry in item.history]

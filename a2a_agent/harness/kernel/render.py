@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
+from a2a_agent.harness.kernel.evidence import output_in_words
 from a2a_agent.wire import to_wire
 from persistence.records import ItemRow
 from persistence.views import (
@@ -156,10 +157,7 @@ def progress_document(
                 "",
                 f"## Failure of item `{item.item_id}`",
                 "",
-                f"`{ev.get('command')}` exited {ev.get('exit_code')}. Output tail:",
-                "",
-                "```",
-                str(ev.get("output_tail", "")).rstrip(),
-                "```",
+                f"`{ev.get('command')}` exited {ev.get('exit_code')}. "
+                + output_in_words(str(ev.get("output_tail", "")), fenced=True),
             ]
     return "\n".join(lines) + "\n"

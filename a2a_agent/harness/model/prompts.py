@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from a2a_agent.harness.kernel.evidence import output_in_words
 from a2a_agent.model.types import JSON, ToolSpec, user_text
 from persistence.records import ItemRow
 
@@ -129,7 +130,7 @@ def item_messages(
         parts.append(
             "# The last verification failed\n"
             f"`{last_failure.get('command')}` exited {last_failure.get('exit_code')}. "
-            f"Output tail:\n```\n{str(last_failure.get('output_tail', '')).rstrip()}\n```"
+            + output_in_words(str(last_failure.get("output_tail", "")), fenced=True)
         )
     if notes:
         parts.append(
