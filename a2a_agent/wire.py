@@ -78,6 +78,7 @@ SNAKE_NAMES = [
     "delegate_to",
     "remote_task",
     "remote_state",
+    "stopped_at",
 ]
 
 

@@ -147,6 +147,7 @@ class DecisionSteps:
                 return StepResult.ok()  # the plan's pre-check finds it and goes on, flagged
             return await self._stop(
                 view,
+                decided,
                 "the plan's acceptance check already passes before any work and was not "
                 f"approved ({why}); nothing of the plan was worked",
             )
@@ -154,7 +155,7 @@ class DecisionSteps:
             if choice == "answer":
                 return await self._answered(view, item, decided)
             return await self._stop(
-                view, f"item {item.item_id}'s question was not answered ({why})"
+                view, decided, f"item {item.item_id}'s question was not answered ({why})"
             )
         if choice in ("approve", "retry", "answer"):
             if kind == "repeated_failure" and item is not None:
@@ -170,7 +171,7 @@ class DecisionSteps:
             and ".tool." in (decided.id)
         ):
             return StepResult.ok()  # a tool call: the model is told it was refused
-        return await self._stop(view, f"stopped at {kind.replace('_', ' ')} {why}")
+        return await self._stop(view, decided, f"stopped at {kind.replace('_', ' ')} {why}")
 
     async def _accept_facts(self, view: StepView, decided: Decision, why: str) -> StepResult:
         """A person accepted the facts' new values: they are the facts now."""
@@ -284,7 +285,7 @@ class DecisionSteps:
         (reject) the run fails."""
         choice = decided.decision
         if choice not in ("reopen", "skip"):
-            return await self._stop(view, f"stopped at a regression {why}")
+            return await self._stop(view, decided, f"stopped at a regression {why}")
         asked = [str(i["item"]) for i in decided.details.get("items") or []]
         items = [i for i in view.items if i.item_id in asked and i.status == "regressed"]
         if choice == "reopen":
@@ -318,8 +319,8 @@ class DecisionSteps:
         )
         return await self.ctx.advance(view, record)
 
-    async def _stop(self, view: StepView, reason: str) -> StepResult:
-        await self.endings.fail(view, reason)
+    async def _stop(self, view: StepView, decided: Decision, reason: str) -> StepResult:
+        await self.endings.fail(view, reason, decided=decided)
         return StepResult("stopped")
 
     def _record(

@@ -193,7 +193,9 @@ class Effects:
                 return StepResult("paused", effect.attempt or 0)
             if asked is not None and decided is not None and not decided_to_go_on(decided):
                 if effect.refused is None:
-                    await self.endings.fail(view, f"`{asked.id}` was {decided.decision}")
+                    await self.endings.fail(
+                        view, f"`{asked.id}` was {decided.decision}", decided=decided
+                    )
                     return StepResult("stopped", effect.attempt or 0)
                 concluded = await conclude(effect.refused(decided), 1)
                 await self.ctx.record(view, concluded.record, fingerprint=concluded.fingerprint)

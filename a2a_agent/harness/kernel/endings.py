@@ -17,9 +17,16 @@ from a2a_agent.harness.kernel.context import StepContext
 from a2a_agent.harness.kernel.evidence import with_attempt
 from a2a_agent.harness.kernel.keys import effect_key
 from a2a_agent.harness.kernel.outputs import OutputConfig, results
-from a2a_agent.harness.kernel.report import build_report
+from a2a_agent.harness.kernel.report import build_report, stopped_at
 from a2a_agent.harness.kernel.results import JSON, StepResult
-from persistence.records import ItemChange, ItemRow, StepRecord, StepView, Transition
+from persistence.records import (
+    Decision,
+    ItemChange,
+    ItemRow,
+    StepRecord,
+    StepView,
+    Transition,
+)
 
 UNDER_WAY = ("in_progress", "verifying")
 
@@ -57,16 +64,20 @@ class RunEndings:
     def __init__(self, ctx: StepContext) -> None:
         self.ctx = ctx
 
-    async def report(self, view: StepView, items: list[ItemRow] | None = None) -> JSON:
+    async def report(
+        self, view: StepView, items: list[ItemRow] | None = None, stopped: JSON | None = None
+    ) -> JSON:
         """The final report from the stored items, the commits, the budget ledger, what
-        crashes cost the run (steps re-run, workspaces restored) and, whatever the ending,
-        what the plan's own check found before the work and after it."""
+        crashes cost the run (steps re-run, workspaces restored), whatever the ending, what
+        the plan's own check found before the work and after it, and the person's decision
+        that ended the run if one did (`stopped`)."""
         report = build_report(
             items if items is not None else view.items,
             await self.ctx.workspace(view.task_id).files_changed_since(view.base_sha),
             await self.ctx.guard.budgets.budget_status(view.task_id),
             await self.ctx.runs.run_counts(view.task_id),
             view.policy.get("acceptance"),
+            stopped=stopped,
         )
         published = view.policy.get("published")
         return {**report, "publish": published} if published else report
@@ -131,6 +142,7 @@ class RunEndings:
         text: str | None,
         reason: str,
         metadata_patch: JSON | None = None,
+        stopped: JSON | None = None,
     ) -> str:
         closing = state is None
         changes, after = interrupted(view, reason)
@@ -148,7 +160,7 @@ class RunEndings:
                     *(transition for _, transition in changes),
                     Transition(to_state=state or view.state, reason=reason),
                 ],
-                report=await self.report(after),
+                report=await self.report(after, stopped=stopped),
                 metadata_patch=metadata_patch,
                 closing=closing,
             ),
@@ -165,10 +177,19 @@ class RunEndings:
         )
         return StepResult.ok({"state": state})
 
-    async def fail(self, view: StepView, reason: str) -> StepResult:
-        """End the run as failed when it cannot go on (its reason goes to the caller)."""
+    async def fail(
+        self, view: StepView, reason: str, *, decided: Decision | None = None
+    ) -> StepResult:
+        """End the run as failed when it cannot go on (its reason goes to the caller); when
+        a person's decision ended it (`decided`), the report names the decision and says
+        its item was refused, not that it was under way when the run ended."""
         state = await self._end(
-            view, step="fail", state="failed", text=f"Failed: {reason}", reason=reason
+            view,
+            step="fail",
+            state="failed",
+            text=f"Failed: {reason}",
+            reason=reason,
+            stopped=stopped_at(decided) if decided is not None else None,
         )
         return StepResult.ok({"state": state})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from persistence.records import JSON, ItemRow
+from persistence.records import JSON, Decision, ItemRow
 from persistence.views import last_reverified, precheck_result, verification_counts
 
 
@@ -20,14 +20,51 @@ def acceptance_shown(acceptance: object) -> JSON | None:
     return shown or None
 
 
+def stopped_at(decided: Decision) -> JSON:
+    """A person's decision that ended the run (a reject, a stop), as the report keeps it."""
+    by = (
+        "by default (the request expired)"
+        if decided.how == "expired"
+        else f"by {decided.by or 'the caller'}"
+    )
+    return {
+        "request": decided.id,
+        "kind": decided.kind,
+        "item": decided.item_id,
+        "decision": decided.decision,
+        "by": by,
+        "note": decided.note,
+    }
+
+
+def _stopped_words(stopped: JSON | None, halted: Sequence[str]) -> tuple[str, str]:
+    """The summary's words for the decision that ended the run: its item's phrase (when the
+    item was under way or not reached: it did not run because of the decision, not the
+    reverse) and the sentence naming the request."""
+    if not stopped:
+        return "", ""
+    how = f"{stopped['decision']} {stopped['by']}" + (
+        f": {stopped['note']}" if stopped.get("note") else ""
+    )
+    kind = str(stopped["kind"]).replace("_", " ")
+    sentence = f" The run stopped at request `{stopped['request']}` ({kind}): {how}."
+    if stopped.get("item") not in halted:
+        return "", sentence
+    verb = "refused" if stopped["decision"] == "reject" else "stopped"
+    return f"; {verb} {stopped['by']}: {stopped['item']}", sentence
+
+
 def build_report(
     items: Sequence[ItemRow],
     files_changed: Sequence[str] = (),
     budget: JSON | None = None,
     crashes: JSON | None = None,
     acceptance: object = None,
+    *,
+    stopped: JSON | None = None,
 ) -> JSON:
-    """`acceptance`: the policy's `acceptance` (the plan's own check), if the plan has one."""
+    """`acceptance`: the policy's `acceptance` (the plan's own check), if the plan has one;
+    `stopped`: the person's decision that ended the run, if one did (`stopped_at`)."""
     done = [i.item_id for i in items if i.status == "done"]
     failed = [i.item_id for i in items if i.status == "failed"]
     skipped = [i.item_id for i in items if i.status == "skipped"]
@@ -54,24 +91,33 @@ def build_report(
     weak = [i.item_id for i in items if precheck_result(i) == "weak"]
     plan_check = acceptance_shown(acceptance)
     weak_plan = (plan_check or {}).get("precheck", {}).get("result") == "weak"
+    # The item a person refused is said so, not as under way or not reached (its status).
+    refused, stopped_sentence = _stopped_words(stopped, [*interrupted, *remaining])
+    refused_item = (stopped or {}).get("item") if refused else None
+    said_interrupted = [i for i in interrupted if i != refused_item]
+    said_remaining = [i for i in remaining if i != refused_item]
     summary = (
         f"{len(done)} of {len(items)} items done and verified"
         + (f"; failed: {', '.join(failed)}" if failed else "")
         + (f"; skipped: {', '.join(skipped)}" if skipped else "")
         + (f"; regressed (check fails again): {', '.join(regressed_now)}" if regressed_now else "")
+        + refused
         + (
-            f"; interrupted (under way when the run ended): {', '.join(interrupted)}"
-            if interrupted
+            f"; interrupted (under way when the run ended): {', '.join(said_interrupted)}"
+            if said_interrupted
             else ""
         )
-        + (f"; not reached: {', '.join(remaining)}" if remaining else "")
+        + (f"; not reached: {', '.join(said_remaining)}" if said_remaining else "")
         + "."
+        + stopped_sentence
         + (f" Weak checks (passed before the work): {', '.join(weak)}." if weak else "")
         + (" The plan's own check passed before any work (weak)." if weak_plan else "")
     )
     # The plan's check is not an item: the counts stay counts of items (metadata.verification
     # counts the item rows in SQL), and what it found is shown beside them.
-    shown = {"acceptance": plan_check} if plan_check else {}
+    shown: JSON = {"acceptance": plan_check} if plan_check else {}
+    if stopped:
+        shown["stopped_at"] = dict(stopped)
     # An item whose last command could not start (not found or not executable in the
     # sandbox): why, in the words its evidence keeps (`sandbox.cannot_run`).
     cannot_run = {
