@@ -11,11 +11,12 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
+from a2a_agent.edge.card import load_card
 from a2a_agent.edge.schemas import EXTENSION_URI, plan_schema
-from a2a_agent.errors import PlanError
+from a2a_agent.errors import ConfigError, PlanError
 from a2a_agent.plans import parse_plan
 from a2a_agent.runtime import plan_limits
-from a2a_agent.settings import Settings
+from a2a_agent.settings import PACKAGED_CARD, Settings
 from a2a_agent.wire import from_wire
 from tests.support.fake_anthropic import FakeAnthropic, model_env
 from tests.support.processes import AgentProcess, StartAgent
@@ -161,3 +162,29 @@ def test_checkpoint_fields_agree_between_schema_and_harness(case: str, change: A
     assert not validator.is_valid(bad), case
     with pytest.raises(PlanError):
         parse_plan(from_wire(bad, "plan"), limits)
+
+
+def card_with(env: dict[str, str]) -> Any:
+    settings = Settings.from_env(env)
+    return load_card(settings, plan_limits(settings), model_configured=False, jsonrpc_path="/")
+
+
+def test_the_provider_is_the_operators_or_none() -> None:
+    """The shipped card named `https://example.invalid/a2a-agent` as its provider: a
+    made-up organization on every deployment's card."""
+    assert "example.invalid" not in PACKAGED_CARD.read_text()
+    assert not card_with({}).HasField("provider")
+    named = card_with(
+        {
+            "A2A_AGENT_PROVIDER_ORGANIZATION": "Example Corp",
+            "A2A_AGENT_PROVIDER_URL": "https://agents.example.com",
+        }
+    )
+    assert (named.provider.organization, named.provider.url) == (
+        "Example Corp",
+        "https://agents.example.com",
+    )
+    with pytest.raises(ConfigError, match="needs both A2A_AGENT_PROVIDER_ORGANIZATION and"):
+        card_with({"A2A_AGENT_PROVIDER_ORGANIZATION": "Example Corp"})
+    with pytest.raises(ConfigError, match="A2A_AGENT_PROVIDER_URL must be an http"):
+        card_with({"A2A_AGENT_PROVIDER_ORGANIZATION": "E", "A2A_AGENT_PROVIDER_URL": "acme"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from a2a.types.a2a_pb2 import AgentCard, AgentExtension, AgentInterface
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
@@ -44,6 +45,23 @@ JWKS_PATH = "/.well-known/jwks.json"
 NO_MODEL = " Not available on this server: it has no model configured (ANTHROPIC_API_KEY)."
 
 
+def provide_by(card: AgentCard, organization: str | None, url: str | None) -> None:
+    """The card's provider: the deployment's operator, as A2A_AGENT_PROVIDER_ORGANIZATION and
+    A2A_AGENT_PROVIDER_URL name it (over any in the card file); A2A's AgentProvider needs both."""
+    if not organization and not url:
+        return
+    if not organization or not url:
+        raise ConfigError(
+            "the agent card's provider needs both A2A_AGENT_PROVIDER_ORGANIZATION and "
+            "A2A_AGENT_PROVIDER_URL (who runs this deployment, and its web page); set both, "
+            "or neither for a card without a provider"
+        )
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise ConfigError(f"A2A_AGENT_PROVIDER_URL must be an http(s) URL; got {url!r}")
+    card.provider.organization = organization
+    card.provider.url = url
+
+
 def load_card(
     settings: Settings, limits: PlanLimits, *, model_configured: bool, jsonrpc_path: str
 ) -> AgentCard:
@@ -54,6 +72,7 @@ def load_card(
             f"cannot read the agent card {settings.server.agent_card_path}: {exc}"
         ) from exc
     card = cast(AgentCard, ParseDict(data, AgentCard()))
+    provide_by(card, settings.server.provider_organization, settings.server.provider_url)
     if (
         settings.server.insecure_open
     ):  # the card says what the server enforces, and it enforces none

@@ -61,6 +61,10 @@ class ServerSettings:
     insecure_open: bool = setting("A2A_AGENT_INSECURE_OPEN", False, Switch("1", "0"))
     http: str = setting("A2A_AGENT_HTTP", "httptools", Choice(("httptools", "h11")))
     agent_card_path: Path = setting("A2A_AGENT_CARD", PACKAGED_CARD, AsPath())  # noqa: RUF009
+    # Who runs this deployment, for the card's `provider` (both or neither; the shipped card
+    # names none rather than a made-up organization).
+    provider_organization: str | None = setting("A2A_AGENT_PROVIDER_ORGANIZATION", None)
+    provider_url: str | None = setting("A2A_AGENT_PROVIDER_URL", None)
     # A comment on a stream quiet this long, for clients and proxies with idle read timeouts.
     stream_ping_s: float = setting("A2A_AGENT_STREAM_PING_S", 15.0, Seconds())
 
