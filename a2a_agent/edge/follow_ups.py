@@ -39,6 +39,25 @@ def reused_message_id(message_id: str, task_id: str) -> str:
     )
 
 
+# The ends a continuation ({"continue": true}) may take up (persistence's create_task).
+CONTINUABLE = ("completed", "failed", "canceled")
+
+
+def no_more_messages(row: TaskRow) -> str:
+    """Why a message to an ended task is refused, and what to send instead: a new task, or,
+    for a task that ended with a plan, a continuation of it."""
+    said = (
+        f"task {row.task_id} is {row.state} and takes no more messages; send a new message "
+        "without taskId to start a new task"
+    )
+    if row.state in CONTINUABLE and (row.plan or {}).get("items"):
+        said += (
+            ", or, to take up its plan from its last verified item with a fresh budget, one "
+            f'with a DataPart {{"continue": true}} and referenceTaskIds ["{row.task_id}"]'
+        )
+    return said
+
+
 class FollowUpMethods:
     store: TaskStore
     replies: ReplyStore
@@ -67,10 +86,7 @@ class FollowUpMethods:
         except PlanError as exc:
             raise InvalidParamsError(str(exc)) from exc
         if row.is_terminal and approval is None:
-            raise UnsupportedOperationError(
-                f"task {row.task_id} is {row.state} and takes no more messages; "
-                "send a new message without taskId to start a new task"
-            )
+            raise UnsupportedOperationError(no_more_messages(row))
         try:
             text = message_text(message)
             request = pending_request(row.status_data)

@@ -71,6 +71,12 @@ def _cannot_continue(exc: CannotContinue) -> str:
         return f"task {exc.task_id} has no workspace to start from (it ended before its work began)"
     if exc.why == "not_found":
         return f"{exc.named_by} names task {exc.task_id!r}, which does not exist (or is not yours)"
+    if exc.why == "not_ended" and exc.state == "rejected":
+        # Ended, but at once: the store's check counts only the ends a run can reach.
+        return (
+            f"task {exc.task_id} was rejected before any work: it has no plan to continue and "
+            "no workspace to start from; send a new task"
+        )
     if exc.why == "not_ended":
         return (
             f"task {exc.task_id} is {exc.state}; only a task that ended (completed, failed or "
