@@ -12,7 +12,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.support.processes import AgentProcess
+from tests.support.processes import AgentProcess, served
 
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
@@ -26,14 +26,9 @@ def server(
     template_db: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AgentProcess]:
-    process = AgentProcess(
-        role="serve",
-        database_url=make_database(template_db),
-        home=tmp_path_factory.mktemp("home"),
-        executor_id="door-calls",
-    ).start()
-    yield process
-    process.kill()
+    home = tmp_path_factory.mktemp("home")
+    with served(make_database(template_db), home, "door-calls") as process:
+        yield process
 
 
 def tasks_of(process: AgentProcess, message_id: str) -> list[str]:

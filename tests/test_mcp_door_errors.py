@@ -98,13 +98,18 @@ async def test_a_tool_refuses_its_arguments_in_words(
         assert "must be a whole number" in text(result)
 
 
+async def delegated(client: Any) -> str:
+    """The id of a task `delegate` made of PLAN (its text names it second)."""
+    made = await client.call_tool("delegate", {"plan": PLAN})
+    return text(made).split()[1]
+
+
 async def test_a_cancel_of_a_task_that_had_ended_is_a_tool_error(
     door: tuple[InProcess, str],
 ) -> None:
     app, key = door
     async with mcp_client(app, key) as client:
-        made = await client.call_tool("delegate", {"plan": PLAN})
-        task_id = text(made).split()[1]
+        task_id = await delegated(client)
         first = await client.call_tool("cancel_task", {"task_id": task_id})
         # A running task is stopped: a success, with the task as it is now.
         assert not first.is_error and json.loads(text(first))["status"] == "cancelled"
@@ -126,8 +131,7 @@ async def test_a_cancelled_task_was_created_before_it_was_last_updated(
 ) -> None:
     app, key = door
     async with mcp_client(app, key) as client:
-        made = await client.call_tool("delegate", {"plan": PLAN})
-        task_id = text(made).split()[1]
+        task_id = await delegated(client)
         before = json.loads(text(await client.call_tool("get_task", {"task_id": task_id})))
         await asyncio.sleep(0.05)  # the cancel is a later change than the submission
         canceled = json.loads(text(await client.call_tool("cancel_task", {"task_id": task_id})))

@@ -14,7 +14,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 
 from a2a_agent.whole_numbers import keep_whole_numbers
-from tests.support.processes import AgentProcess
+from tests.support.processes import AgentProcess, served
 
 V10 = {"A2A-Version": "1.0"}
 
@@ -35,14 +35,9 @@ def server(
     template_db: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AgentProcess]:
-    process = AgentProcess(
-        role="serve",
-        database_url=make_database(template_db),
-        home=tmp_path_factory.mktemp("home"),
-        executor_id="whole-numbers",
-    ).start()
-    yield process
-    process.kill()
+    home = tmp_path_factory.mktemp("home")
+    with served(make_database(template_db), home, "whole-numbers") as process:
+        yield process
 
 
 def rpc(process: AgentProcess, method: str, params: dict[str, Any], **headers: str) -> Any:
