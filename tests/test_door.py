@@ -10,14 +10,14 @@ import json
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.processes import AgentProcess
+from tests.support.processes import AgentProcess, serving
 from tests.test_auth import make_key
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -29,20 +29,11 @@ pytestmark = pytest.mark.served  # every test here drives the module's server
 
 
 @pytest.fixture(scope="module")
-def server(
-    make_database: Callable[[str | None], str],
-    template_db: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[AgentProcess]:
-    process = AgentProcess(
-        role="serve",
-        database_url=make_database(template_db),
-        home=tmp_path_factory.mktemp("home"),
-        executor_id="door",
-        env={"A2A_AGENT_INSECURE_OPEN": "0", "A2A_AGENT_PUSH_ALLOW_HOSTS": "127.0.0.1"},
-    ).start()
-    yield process
-    process.kill()
+def server(module_place: tuple[str, Path]) -> Iterator[AgentProcess]:
+    env = {"A2A_AGENT_INSECURE_OPEN": "0", "A2A_AGENT_PUSH_ALLOW_HOSTS": "127.0.0.1"}
+    database_url, home = module_place
+    with serving(database_url, home, "door", **env) as process:
+        yield process
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
 
-from tests.support.processes import AgentProcess, served
+from tests.support.processes import AgentProcess, serving
 
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
@@ -21,13 +22,8 @@ pytestmark = pytest.mark.served
 
 
 @pytest.fixture(scope="module")
-def server(
-    make_database: Callable[[str | None], str],
-    template_db: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[AgentProcess]:
-    home = tmp_path_factory.mktemp("home")
-    with served(make_database(template_db), home, "door-calls") as process:
+def server(module_place: tuple[str, Path]) -> Iterator[AgentProcess]:
+    with serving(*module_place, "door-calls") as process:
         yield process
 
 

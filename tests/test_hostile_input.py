@@ -4,7 +4,8 @@ internal error or a Python exception's text in the answer, and the server still 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.processes import AgentProcess
+from tests.support.processes import AgentProcess, serving
 
 METHODS = [
     "SendMessage",
@@ -107,25 +108,16 @@ pytestmark = pytest.mark.served  # every test here drives the module's server
 
 
 @pytest.fixture(scope="module")
-def server(
-    make_database: Callable[[str | None], str],
-    template_db: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[AgentProcess]:
-    process = AgentProcess(
-        role="serve",
-        database_url=make_database(template_db),
-        home=tmp_path_factory.mktemp("home"),
-        executor_id="hostile",
-        env={
-            "A2A_AGENT_MAX_MESSAGE_BYTES": "8192",
-            # The body's limit is the message's and the files' (base64) together.
-            "A2A_AGENT_MAX_INPUT_BYTES": "8192",
-            "A2A_AGENT_INSECURE_OPEN": "0",
-        },
-    ).start()
-    yield process
-    process.kill()
+def server(module_place: tuple[str, Path]) -> Iterator[AgentProcess]:
+    env = {
+        "A2A_AGENT_MAX_MESSAGE_BYTES": "8192",
+        # The body's limit is the message's and the files' (base64) together.
+        "A2A_AGENT_MAX_INPUT_BYTES": "8192",
+        "A2A_AGENT_INSECURE_OPEN": "0",
+    }
+    database_url, home = module_place
+    with serving(database_url, home, "hostile", **env) as process:
+        yield process
 
 
 @pytest.fixture(scope="module")

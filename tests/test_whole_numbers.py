@@ -4,7 +4,8 @@ number stays fractional."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,7 +15,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 
 from a2a_agent.whole_numbers import keep_whole_numbers
-from tests.support.processes import AgentProcess, served
+from tests.support.processes import AgentProcess, serving
 
 V10 = {"A2A-Version": "1.0"}
 
@@ -30,13 +31,8 @@ def test_the_printer_writes_whole_doubles_as_integers() -> None:
 
 
 @pytest.fixture(scope="module")
-def server(
-    make_database: Callable[[str | None], str],
-    template_db: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[AgentProcess]:
-    home = tmp_path_factory.mktemp("home")
-    with served(make_database(template_db), home, "whole-numbers") as process:
+def server(module_place: tuple[str, Path]) -> Iterator[AgentProcess]:
+    with serving(*module_place, "whole-numbers") as process:
         yield process
 
 

@@ -226,17 +226,3 @@ class StartAgent(Protocol):
     def __call__(
         self, role: str = "serve", executor_id: str | None = None, *args: str, **env: str
     ) -> AgentProcess: ...
-
-
-@contextlib.contextmanager
-def served(
-    database_url: str, home: Path, executor_id: str, env: Mapping[str, str] | None = None
-) -> Iterator[AgentProcess]:
-    """A `serve` process on `database_url` for a module's tests, killed after them."""
-    process = AgentProcess(
-        role="serve", database_url=database_url, home=home, executor_id=executor_id, env=env
-    ).start()
-    try:
-        yield process
-    finally:
-        process.kill()
