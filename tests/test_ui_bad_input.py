@@ -121,3 +121,20 @@ async def test_a_field_the_dashboard_cannot_use_is_refused(app: InProcess) -> No
     # The retry with no id still retries the task's dead pushes (none).
     fine = await app.http.post(act, json={})
     assert fine.status_code == 200 and fine.json() == {"ok": True, "retried": []}
+
+
+async def test_a_live_stream_of_a_task_that_is_not_there_is_a_404(app: InProcess) -> None:
+    """It opened a stream that said nothing until the page was closed."""
+    response = await asyncio.wait_for(app.http.get("/ui/tasks/no-such-task/live"), 10)
+    assert response.status_code == 404 and "no such task: no-such-task" in response.text
+
+
+async def test_a_login_while_the_database_is_away_says_so(database_url: str, home: Path) -> None:
+    """The key's lookup raised through the route: a 500 that read as the server's fault."""
+    keyed = {"A2A_AGENT_INSECURE_OPEN": "0"}
+    async with in_process(database_url, home, keyed) as running:
+        key = (home / "admin.key").read_text().strip()
+        await running.runtime.pool.close()  # every lookup now finds no connection
+        response = await running.http.post("/ui/login", json={"key": key})
+    assert response.status_code == 503, (response.status_code, response.text[:300])
+    assert "the database is unavailable, so the key cannot be checked" in response.json()["error"]

@@ -111,7 +111,15 @@ class Dashboard:
             return refused("the key contains a control character (such as NUL), which no key "
                            "has; paste the key again")  # fmt: skip
         if self.verifier is not None:
-            caller = await self.verifier.caller(key) if key else None
+            try:
+                caller = await self.verifier.caller(key) if key else None
+            except StoreError:
+                # The key cannot be looked up: say so, rather than that the key is wrong.
+                return JSONResponse(
+                    {"error": "the database is unavailable, so the key cannot be checked; "
+                              "try again shortly"},
+                    status_code=503,
+                )  # fmt: skip
             if caller is None:
                 return JSONResponse({"error": "this key is not valid"}, status_code=401)
             if "operator" not in caller.scopes:
@@ -219,6 +227,13 @@ class Dashboard:
         task_id = request.path_params["task_id"]
         since = request.query_params.get("since")
         notifier = self.handler.notifier
+        try:
+            known = await self.operator.version(task_id) != ""
+        except StoreError:
+            known = True  # the database is away: the stream looks again at its ticks
+        if not known:
+            # A stream of a task that is not there would say nothing until the page is closed.
+            return PlainTextResponse(f"no such task: {task_id}", status_code=404)
 
         async def version(seen: str) -> str:
             try:
