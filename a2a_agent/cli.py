@@ -128,7 +128,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _push(conninfo: str, args: argparse.Namespace) -> int:
-    """The operator's view of dead deliveries, and a retry that starts them again."""
+    """The operator's view of dead deliveries, and a retry that starts them again. The
+    database is migrated first, as for `keys`: a fresh one (the embedded default) has none
+    yet, and none is dead."""
+    await migrate(conninfo)
     pool = create_pool(conninfo, max_size=2)
     await pool.open(wait=True, timeout=30)
     try:

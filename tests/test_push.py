@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import jwt
@@ -372,3 +374,21 @@ async def test_processes_starting_together_make_one_signing_key(pool: Pool) -> N
     assert len({s.jwks()["keys"][0]["kid"] for s in signers}) == 1
     assert all(len(s.jwks()["keys"]) == 1 for s in signers)
     assert len(await store.signing_keys()) == 1
+
+
+def test_push_dead_on_a_database_never_served_lists_nothing(
+    make_database: Callable[[str | None], str], tmp_path: Path
+) -> None:
+    """A fresh database (the embedded default, before any `serve`) has no tables yet: the
+    command said "a database operation failed; see the server log", and there is no server
+    log for it. It migrates first, as `keys` does."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "DATABASE_URL": make_database(None),
+        "A2A_AGENT_HOME": str(tmp_path / "home"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "a2a_agent", "push", "dead"],
+        env=env, cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "", (done.returncode, done.stderr[-500:])
