@@ -10,10 +10,11 @@ from pathlib import Path
 
 from a2a_agent.engine.retention import Pruner, Retention
 from a2a_agent.engine.supervisor import Supervisor
-from persistence.db import Pool
+from persistence.db import Pool, read
 from persistence.replies import PostgresReplyStore
 from persistence.watch import PostgresWatchdogStore
 from persistence.workers import WorkerIdentity, WorkerRegistry
+from tests.persistence.rows import made, rows
 
 
 class CountingPruner(Pruner):
@@ -66,3 +67,53 @@ async def test_a_reconcile_interval_below_the_beat_is_kept(pool: Pool, tmp_path:
     finally:
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
+
+
+async def test_a_task_waiting_with_no_open_request_is_failed_and_closed(pool: Pool) -> None:
+    """A task the retry bug left in input-required under a request already decided waited for
+    ever; one with its request open is left to wait."""
+    identity = WorkerIdentity(
+        executor_id="sup-2", role="worker", host=socket.gethostname(), pid=os.getpid()
+    )
+    registry = WorkerRegistry(pool, identity, timeout_s=30.0)
+    await registry.register()
+    orphan, waiting = await made(pool, 1), await made(pool, 1)
+    async with read(pool) as conn:
+        for task_id, decision in ((orphan, "retry"), (waiting, None)):
+            await conn.execute(
+                "UPDATE tasks SET state = 'input_required', segment = 1,"
+                " updated_at = now() - interval '1 hour' WHERE id = %s",
+                (task_id,),
+            )
+            await conn.execute(
+                "INSERT INTO pauses (task_id, id, kind, segment, summary, options, on_expiry,"
+                " expires_at, decision, decided_at) VALUES (%s, 'failure.a.1',"
+                " 'repeated_failure', 0, 'failed', '[\"retry\"]', 'reject', now() + interval"
+                " '1 day', %s, CASE WHEN %s::text IS NULL THEN NULL ELSE now() END)",
+                (task_id, decision, decision),
+            )
+    started: list[tuple[str, int]] = []
+
+    async def start_run(task_id: str, segment: int) -> None:
+        started.append((task_id, segment))
+
+    supervisor = Supervisor(
+        registry=registry,
+        store=PostgresWatchdogStore(pool),
+        run_worker=True,
+        replies=PostgresReplyStore(pool),
+        start_run=start_run,
+        take_over=taken,
+        reconcile_interval_s=60.0,
+        stuck_after_s=3600.0,
+        max_run_age_s=86400.0,
+    )
+    await supervisor.tick(reconcile=True)
+    states = {
+        r["id"]: (r["state"], r["status_text"])
+        for r in await rows(pool, "SELECT id, state, status_text FROM tasks")
+    }
+    assert states[orphan][0] == "failed" and "no request of it was open" in states[orphan][1]
+    assert '{"continue": true}' in states[orphan][1]
+    assert states[waiting][0] == "input_required"
+    assert started == [(orphan, 2)]  # the segment that closes its record

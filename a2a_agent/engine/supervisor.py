@@ -16,6 +16,10 @@ from persistence.workers import WorkerRegistry
 
 log = logging.getLogger(__name__)
 
+# How often tasks waiting with no open request are looked for (the first reconcile after a
+# start looks at once): only a fault makes one, and the scan reads every waiting task.
+ORPHAN_CHECK_S = 3600.0
+
 
 class DatabaseGone(AgentError):
     """The database cannot come back while this process runs (its embedded server died)."""
@@ -54,6 +58,7 @@ class Supervisor:
         self.max_run_age_s = max_run_age_s
         self.pruner = pruner
         self.lost_executor_id = False
+        self._orphans_due = 0.0  # the first reconcile looks
         self.fault = fault
 
     @property
@@ -126,6 +131,9 @@ class Supervisor:
             for task_id, segment in await self.store.segments_to_start(self.reconcile_interval_s):
                 await self.start_run(task_id, segment)
             await self.end_dead_runs()
+            if time.monotonic() >= self._orphans_due:
+                self._orphans_due = time.monotonic() + ORPHAN_CHECK_S
+                await self.end_orphaned_waits()
             if self.pruner is not None:
                 await self.pruner.prune()
         if self.watch_peers is not None:
@@ -156,6 +164,25 @@ class Supervisor:
                     await self.start_run(dead.task_id, dead.segment + 1)
             except AgentError as exc:
                 log.error("could not end task %s: %s", dead.task_id, exc)
+
+    async def end_orphaned_waits(self) -> None:
+        """A task waiting for a person with no request open to answer would wait for ever
+        (the retry bug fixed in df89560 left such tasks): fail it, saying so and how to go
+        on, and start a segment that closes its record. Its work stays; `continue` resumes
+        from its last commit."""
+        for task_id, segment in await self.store.orphaned_waits(self.reconcile_interval_s):
+            log.error("task %s waits for an answer but has no open request; failing it", task_id)
+            reason = (
+                "stopped: it waited for an answer, but no request of it was open to answer "
+                "(a fault of this service, not of the caller); its work is kept: send a "
+                'message with a DataPart {"continue": true} and referenceTaskIds naming it '
+                "to go on from its last commit"
+            )
+            try:
+                if await self.store.fail_task(task_id, reason, closing_segment=True):
+                    await self.start_run(task_id, segment + 1)
+            except AgentError as exc:
+                log.error("could not end task %s: %s", task_id, exc)
 
     async def expire_requests(self) -> None:
         """Requests nobody answered in time follow their default, recorded as expired."""

@@ -117,3 +117,16 @@ WHERE segment > 0 AND report IS NULL
                                          WHERE d.task_id = tasks.id AND d.state = 'pending'))
 ORDER BY updated_at
 LIMIT 500
+
+-- name: orphaned_waits
+-- Tasks waiting for a person with no request open: nothing can answer them, so nothing moves
+-- them on. Only a fault leaves one (a request asked again under an id already decided did,
+-- once): a step that waits writes its request in the statement that sets the state, and a
+-- reply moves its task on in the transaction that decides it. The scan runs at the
+-- supervisor's slow cadence (an hour), through the index of open tasks by age.
+SELECT id AS task_id, segment FROM tasks t
+WHERE state = 'input_required'
+  AND updated_at < clock_timestamp() - make_interval(secs => %(older_than_s)s)
+  AND NOT EXISTS (SELECT 1 FROM pauses p WHERE p.task_id = t.id AND p.decision IS NULL)
+ORDER BY created_at
+LIMIT 100
