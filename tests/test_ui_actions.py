@@ -221,6 +221,24 @@ async def test_a_click_the_page_refreshes_under_still_acts(
     assert ended.status.state == TaskState.TASK_STATE_COMPLETED
 
 
+async def test_the_page_waits_to_swap_while_the_pointer_rests_on_a_button(
+    start_agent: StartAgent, browser: Browser
+) -> None:
+    """A body swapped under a pointer resting on a button replaces the button, or moves it
+    (a longer status line above it): the click about to come lands elsewhere. The swap
+    waits until the pointer leaves."""
+    async with refresh_held(start_agent, browser, "ui-hover", "request") as held:
+        _, _, view = held
+        box = await view.locator("#request button[data-option='approve']").bounding_box()
+        assert box is not None
+        await view.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        await view.evaluate("window.__held.shift()()")
+        await view.evaluate("() => new Promise(r => setTimeout(r, 100))")
+        assert await view.locator("#request[data-old]").count() == 1  # not swapped yet
+        await view.mouse.move(1, 1)  # the pointer leaves the button
+        await view.wait_for_selector("#request[data-old]", state="detached")  # swapped after
+
+
 async def test_the_retry_button_delivers_a_dead_push_again(
     start_agent: StartAgent,
     browser: Browser,
