@@ -6,6 +6,7 @@ import asyncio
 import os
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from a2a_agent.engine.retention import Pruner, Retention
@@ -35,28 +36,41 @@ async def taken(_: str) -> int:
     return 0
 
 
-async def test_a_reconcile_interval_below_the_beat_is_kept(pool: Pool, tmp_path: Path) -> None:
-    """A 30 s heartbeat timeout beats every 10 s; reconciling asked every 0.5 s happens every
-    0.5 s (it once waited for the beat: retention, lost enqueues and dead runs 10 s late)."""
+async def supervisor_on(
+    pool: Pool,
+    executor_id: str,
+    *,
+    start_run: Callable[[str, int], Awaitable[None]] = nothing,
+    reconcile_interval_s: float,
+    pruner: Pruner | None = None,
+) -> Supervisor:
+    """A worker's supervisor on `pool`, its executor registered (no DBOS, no HTTP)."""
     identity = WorkerIdentity(
-        executor_id="sup-1", role="worker", host=socket.gethostname(), pid=os.getpid()
+        executor_id=executor_id, role="worker", host=socket.gethostname(), pid=os.getpid()
     )
     registry = WorkerRegistry(pool, identity, timeout_s=30.0)
     await registry.register()
-    store = PostgresWatchdogStore(pool)
-    pruner = CountingPruner(store, Retention(workspaces=tmp_path), nothing, lambda *_: [])
-    supervisor = Supervisor(
+    return Supervisor(
         registry=registry,
-        store=store,
+        store=PostgresWatchdogStore(pool),
         run_worker=True,
         replies=PostgresReplyStore(pool),
-        start_run=nothing,
+        start_run=start_run,
         take_over=taken,
-        reconcile_interval_s=0.5,
+        reconcile_interval_s=reconcile_interval_s,
         stuck_after_s=3600.0,
         max_run_age_s=86400.0,
         pruner=pruner,
     )
+
+
+async def test_a_reconcile_interval_below_the_beat_is_kept(pool: Pool, tmp_path: Path) -> None:
+    """A 30 s heartbeat timeout beats every 10 s; reconciling asked every 0.5 s happens every
+    0.5 s (it once waited for the beat: retention, lost enqueues and dead runs 10 s late)."""
+    pruner = CountingPruner(
+        PostgresWatchdogStore(pool), Retention(workspaces=tmp_path), nothing, lambda *_: []
+    )
+    supervisor = await supervisor_on(pool, "sup-1", reconcile_interval_s=0.5, pruner=pruner)
     assert supervisor.beat_s == 10.0
     loop = asyncio.create_task(supervisor.run_forever())
     try:
@@ -72,11 +86,6 @@ async def test_a_reconcile_interval_below_the_beat_is_kept(pool: Pool, tmp_path:
 async def test_a_task_waiting_with_no_open_request_is_failed_and_closed(pool: Pool) -> None:
     """A task the retry bug left in input-required under a request already decided waited for
     ever; one with its request open is left to wait."""
-    identity = WorkerIdentity(
-        executor_id="sup-2", role="worker", host=socket.gethostname(), pid=os.getpid()
-    )
-    registry = WorkerRegistry(pool, identity, timeout_s=30.0)
-    await registry.register()
     orphan, waiting = await made(pool, 1), await made(pool, 1)
     async with read(pool) as conn:
         for task_id, decision in ((orphan, "retry"), (waiting, None)):
@@ -97,17 +106,7 @@ async def test_a_task_waiting_with_no_open_request_is_failed_and_closed(pool: Po
     async def start_run(task_id: str, segment: int) -> None:
         started.append((task_id, segment))
 
-    supervisor = Supervisor(
-        registry=registry,
-        store=PostgresWatchdogStore(pool),
-        run_worker=True,
-        replies=PostgresReplyStore(pool),
-        start_run=start_run,
-        take_over=taken,
-        reconcile_interval_s=60.0,
-        stuck_after_s=3600.0,
-        max_run_age_s=86400.0,
-    )
+    supervisor = await supervisor_on(pool, "sup-2", start_run=start_run, reconcile_interval_s=60.0)
     await supervisor.tick(reconcile=True)
     states = {
         r["id"]: (r["state"], r["status_text"])

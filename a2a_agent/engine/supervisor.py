@@ -82,17 +82,18 @@ class Supervisor:
             # that is away (which this loop waits out).
             self.alive()
             self.fault()
+            # Decided once: a tick that began before the interval was up and ended after it
+            # must not count as the reconcile it did not do.
+            due = time.monotonic() - last_reconcile >= self.reconcile_interval_s
             try:
-                await self.tick(
-                    reconcile=time.monotonic() - last_reconcile >= self.reconcile_interval_s
-                )
+                await self.tick(reconcile=due)
             except StoreError as exc:
                 gone = self.database_gone()
                 if gone is not None:  # an outage that never ends: the process stops
                     raise DatabaseGone(gone) from exc
                 log.warning("supervisor: %s", exc)
                 continue
-            if time.monotonic() - last_reconcile >= self.reconcile_interval_s:
+            if due:
                 last_reconcile = time.monotonic()
 
     async def tick(self, *, reconcile: bool) -> None:
@@ -158,12 +159,7 @@ class Supervisor:
                 "stopped: its run ended unexpectedly and could not go on "
                 f"(engine status {dead.status}); the worker's log has the cause"
             )
-            try:
-                ended = await self.store.fail_task(dead.task_id, reason, closing_segment=True)
-                if ended:  # not by another worker's supervisor meanwhile
-                    await self.start_run(dead.task_id, dead.segment + 1)
-            except AgentError as exc:
-                log.error("could not end task %s: %s", dead.task_id, exc)
+            await self._fail_and_close(dead.task_id, dead.segment, reason)
 
     async def end_orphaned_waits(self) -> None:
         """A task waiting for a person with no request open to answer would wait for ever
@@ -178,11 +174,16 @@ class Supervisor:
                 'message with a DataPart {"continue": true} and referenceTaskIds naming it '
                 "to go on from its last commit"
             )
-            try:
-                if await self.store.fail_task(task_id, reason, closing_segment=True):
-                    await self.start_run(task_id, segment + 1)
-            except AgentError as exc:
-                log.error("could not end task %s: %s", task_id, exc)
+            await self._fail_and_close(task_id, segment, reason)
+
+    async def _fail_and_close(self, task_id: str, segment: int, reason: str) -> None:
+        """Fail a task no run is left to end, and start the segment that closes its record
+        (report, commit), unless another worker's supervisor ended it meanwhile."""
+        try:
+            if await self.store.fail_task(task_id, reason, closing_segment=True):
+                await self.start_run(task_id, segment + 1)
+        except AgentError as exc:
+            log.error("could not end task %s: %s", task_id, exc)
 
     async def expire_requests(self) -> None:
         """Requests nobody answered in time follow their default, recorded as expired."""

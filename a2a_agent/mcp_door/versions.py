@@ -17,6 +17,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from a2a_agent.edge.refusals import header, send_json
+from a2a_agent.edge.rpc_calls import call_id
 
 HEADER = b"mcp-protocol-version"
 SPOKEN = (*MODERN_PROTOCOL_VERSIONS, *reversed(HANDSHAKE_PROTOCOL_VERSIONS))  # newest first
@@ -71,5 +72,4 @@ def _request_id(body: bytes) -> str | int | None:
         call = json.loads(body)
     except ValueError:
         return None
-    found = call.get("id") if isinstance(call, dict) else None
-    return found if isinstance(found, str | int) and not isinstance(found, bool) else None
+    return call_id(call if isinstance(call, dict) else None)

@@ -228,10 +228,10 @@ class Dashboard:
         since = request.query_params.get("since")
         notifier = self.handler.notifier
         try:
-            known = await self.operator.version(task_id) != ""
+            first: str | None = await self.operator.version(task_id)
         except StoreError:
-            known = True  # the database is away: the stream looks again at its ticks
-        if not known:
+            first = None  # the database is away: the stream looks again at its ticks
+        if first == "":
             # A stream of a task that is not there would say nothing until the page is closed.
             return PlainTextResponse(f"no such task: {task_id}", status_code=404)
 
@@ -243,7 +243,7 @@ class Dashboard:
 
         async def events() -> AsyncIterator[bytes]:
             async with notifier.watch(task_id) as wake:
-                seen = await version(since or "")
+                seen = first if first is not None else await version(since or "")
                 yield b"event: hello\ndata: {}\n\n"
                 if since is not None and seen != since:
                     yield b"event: changed\ndata: {}\n\n"
