@@ -227,7 +227,7 @@ class AgentRequestHandler(FollowUpMethods, TaskStreamMethods, PushConfigMethods,
                     "an inline push config belongs to a new task's first message; for an "
                     "existing task use CreateTaskPushNotificationConfig"
                 )
-            await self._checked_url(inline.url)
+            await self._checked_config(inline)
         try:
             self.intake.check_message(params)
         except ContentTypeError as exc:

@@ -25,6 +25,7 @@ from a2a.utils.errors import InternalError, InvalidParamsError
 from a2a_agent.delivery.guard import AllowList, UrlRefused, check_url
 from a2a_agent.delivery.signing import HMAC_SCHEME, hmac_key, is_hmac_scheme
 from a2a_agent.edge import scopes
+from a2a_agent.edge.route_params import control_character
 from a2a_agent.edge.versions import V10, protocol_of
 from persistence.errors import StoreUnavailable
 from persistence.push import PushConfig, PushConfigStore
@@ -52,7 +53,7 @@ def _control(value: str) -> str | None:
     for c in value:
         if c == "\x00":
             return "a NUL character (\\u0000)"
-        if ord(c) < 32 or c == "\x7f":
+        if control_character(c):
             return f"a control character (U+{ord(c):04X})"
     return None
 
@@ -101,11 +102,26 @@ class PushConfigMethods:
     async def _load(self, task_id: str, owner: str) -> TaskRow:
         raise NotImplementedError  # the handler's
 
-    async def _checked_url(self, url: str) -> None:
+    async def _checked_config(self, params: TaskPushNotificationConfig) -> None:
+        """Refuse a config that could not be kept or used (InvalidParamsError): a control
+        character where none may be, a URL the guard refuses, an HMAC secret that is none.
+        Checked before anything is stored: an inline config is checked before its task is
+        made, so a refused one leaves no task behind."""
+        refusal = unstorable(params)
+        if refusal is not None:
+            raise InvalidParamsError(refusal)
         try:
-            await check_url(url, self.allow)
+            await check_url(params.url, self.allow)
         except UrlRefused as exc:
             raise InvalidParamsError(str(exc)) from exc
+        auth = params.authentication if params.HasField("authentication") else None
+        if auth is not None and is_hmac_scheme(auth.scheme):
+            try:
+                hmac_key(auth.credentials)
+            except ValueError as exc:
+                raise InvalidParamsError(
+                    f"{exc}: give the secret as the authentication's credentials"
+                ) from exc
 
     async def _register(
         self,
@@ -117,19 +133,10 @@ class PushConfigMethods:
         protocol: str = V10,
     ) -> TaskPushNotificationConfig:
         """Store a config made by a client of A2A `protocol` ("0.3" or "1.0")."""
-        refusal = unstorable(params)
-        if refusal is not None:
-            raise InvalidParamsError(refusal)
-        await self._checked_url(params.url)
+        await self._checked_config(params)
         auth = params.authentication if params.HasField("authentication") else None
         scheme = auth.scheme if auth is not None else ""
         if auth is not None and is_hmac_scheme(scheme):
-            try:
-                hmac_key(auth.credentials)
-            except ValueError as exc:
-                raise InvalidParamsError(
-                    f"{exc}: give the secret as the authentication's credentials"
-                ) from exc
             scheme = HMAC_SCHEME
         config = PushConfig(
             task_id=task_id,

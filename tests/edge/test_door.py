@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from starlette.types import Message
 
@@ -252,3 +253,19 @@ async def test_a_path_no_route_takes_is_told_where_the_endpoints_are(
     assert rpc_get.headers["allow"] == "POST"
     page = await app.http.get("/ui/nope", headers=headers)  # a browser's: plain text, as it was
     assert page.status_code == 404 and page.headers["content-type"].startswith("text/plain")
+
+
+async def test_a_refused_inline_push_config_leaves_no_task(
+    door: tuple[InProcess, str], database_url: str
+) -> None:
+    """Its URL was checked before the task was made, its token only after: a NUL in the
+    token was refused, and the task stayed stored, never started."""
+    app, key = door
+    config = {"url": "http://127.0.0.1:9/hook", "token": "a\u0000b"}
+    message = {"messageId": "m-inline", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    params = {"message": message, "configuration": {"taskPushNotificationConfig": config}}
+    answer = await rpc(app, key, "SendMessage", params, **V10)
+    assert_jsonrpc_error(answer, -32602, says="the token contains a NUL character")
+    with psycopg.connect(database_url) as conn:
+        stored = conn.execute("SELECT count(*) FROM messages WHERE message_id = 'm-inline'")
+        assert stored.fetchone() == (0,)
