@@ -241,8 +241,13 @@ def test_list_and_push_parameters(server: tuple[AgentProcess, str]) -> None:
     )
     assert listed.status_code == 400 and "is not a task state" in listed.text
     assert listed.json()["error"]["status"] == "INVALID_ARGUMENT"
+    # One task of each kind, so the filter has something to keep and something to leave out.
+    rejected = send(process, message({"text": "a goal, and no model here"}))["result"]["task"]
+    planned = send(process, message(plan_part({"goal": "g", "items": [GOOD_ITEM]})))
     named = rpc(process, "ListTasks", {"status": "TASK_STATE_REJECTED", "pageSize": 100})
     assert {t["status"]["state"] for t in named["result"]["tasks"]} <= {"TASK_STATE_REJECTED"}
+    listed_ids = {t["id"] for t in named["result"]["tasks"]}
+    assert rejected["id"] in listed_ids and planned["result"]["task"]["id"] not in listed_ids
     body = rpc(
         process,
         "CreateTaskPushNotificationConfig",

@@ -38,6 +38,13 @@ OPEN_PRINCIPAL = ""  # the owner of every task when authentication is off
 # The dashboard: a browser sends the key it logged in with as this cookie (HttpOnly,
 # SameSite=Strict, path /ui); its login page is the one open page.
 UI_PREFIX = "/ui"
+
+
+def on_dashboard(path: str) -> bool:
+    """Whether `path` is one of the dashboard's (`/ui` and below)."""
+    return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
+
+
 UI_COOKIE = "a2a_agent_key"
 UI_LOGIN = "/ui/login"
 
@@ -179,7 +186,7 @@ class RequireKey:
                     header = value.decode("latin-1")
                     break
             scheme, _, token = header.partition(" ")
-            ui = scope["path"] == UI_PREFIX or scope["path"].startswith(UI_PREFIX + "/")
+            ui = on_dashboard(scope["path"])
             if ui and not header:
                 scheme, token = "bearer", _cookie(scope, UI_COOKIE)
                 if scope["path"] == UI_LOGIN:

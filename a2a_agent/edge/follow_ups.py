@@ -25,7 +25,7 @@ from a2a_agent.edge.generations import stale
 from a2a_agent.edge.intake import Intake, message_digest
 from a2a_agent.engine import RunEngine
 from a2a_agent.errors import PlanError
-from persistence.records import JSON, TaskRow
+from persistence.records import JSON, TERMINAL_STATES, TaskRow
 from persistence.replies import Note, Reply, ReplyStore
 from persistence.tasks import TaskStore
 
@@ -39,8 +39,9 @@ def reused_message_id(message_id: str, task_id: str) -> str:
     )
 
 
-# The ends a continuation ({"continue": true}) may take up (persistence's create_task).
-CONTINUABLE = ("completed", "failed", "canceled")
+# The ends a continuation ({"continue": true}) may take up (persistence's create_task): all
+# but a rejection, which did no work to go on from.
+CONTINUABLE = TERMINAL_STATES - {"rejected"}
 
 
 def no_more_messages(row: TaskRow) -> str:

@@ -160,9 +160,8 @@ async def _refuse(
     scope: Scope, send: Send, message: str, request_id: Any, jsonrpc_path: str
 ) -> None:
     refusal = Refusal.of(InvalidParamsError(message))
-    body = error_body(scope, refusal, jsonrpc_path=jsonrpc_path)
+    body = error_body(scope, refusal, jsonrpc_path=jsonrpc_path, request_id=request_id)
     if "jsonrpc" in body:
-        body["id"] = request_id
         await send_json(send, 200, body)  # a JSON-RPC error travels in a 200, as the SDK's
     else:
         await send_json(send, refusal.http_status, body)

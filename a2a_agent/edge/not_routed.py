@@ -15,9 +15,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from a2a_agent.edge.auth import on_dashboard
 from a2a_agent.edge.refusals import Refusal, error_body
 
-UI_PREFIX = "/ui"
 METHOD_NOT_FOUND = -32601  # JSON-RPC's own: nothing answers that call here
 ENDPOINTS = (
     "A2A JSON-RPC is POST /, A2A HTTP+JSON's paths are in the agent card "
@@ -31,7 +31,7 @@ def not_routed_handler(jsonrpc_path: str) -> Callable[[Request, Exception], Awai
     async def not_routed(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         headers = dict(exc.headers or {})
-        if request.url.path == UI_PREFIX or request.url.path.startswith(UI_PREFIX + "/"):
+        if on_dashboard(request.url.path):
             return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=headers)
         what = f"{request.method} {request.url.path}"
         if exc.status_code == 405:

@@ -12,6 +12,7 @@ not know it leaves to the SDK (a field it does not know is ignored there as here
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -64,8 +65,14 @@ def params_problem(method: str, call: dict[str, Any]) -> str | None:
     return invalid_call(method, said) if said else None
 
 
+@functools.cache
+def _fields(message: Descriptor) -> dict[str, FieldDescriptor]:
+    """A message's fields by either name a JSON object may give them (made once each)."""
+    return {**message.fields_by_name, **message.fields_by_camelcase_name}
+
+
 def _message_problems(message: Descriptor, value: dict[str, Any], where: str) -> Iterator[str]:
-    by_name = {**message.fields_by_name, **message.fields_by_camelcase_name}
+    by_name = _fields(message)
     for key, given in value.items():
         field = by_name.get(key)
         if field is None or given is None:
