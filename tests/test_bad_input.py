@@ -236,11 +236,12 @@ def test_list_and_push_parameters(server: tuple[AgentProcess, str]) -> None:
         said = error_of(rpc(process, "ListTasks", {"status": status}), INVALID_PARAMS)
         assert "params.status must be TASK_STATE_SUBMITTED, " in said
         assert "TASK_STATE_COMPLETED" in said and f'(got "{status}")' in said
-    listed = httpx.get(
-        f"{process.url}/tasks", params={"status": "completed"}, headers={"A2A-Version": "1.0"}
-    )
-    assert listed.status_code == 400 and "is not a task state" in listed.text
-    assert listed.json()["error"]["status"] == "INVALID_ARGUMENT"
+    for path in ("/tasks", "/acme/tasks"):  # and under a tenant, which the SDK routes too
+        listed = httpx.get(
+            f"{process.url}{path}", params={"status": "completed"}, headers={"A2A-Version": "1.0"}
+        )
+        assert listed.status_code == 400 and "is not a task state" in listed.text, path
+        assert listed.json()["error"]["status"] == "INVALID_ARGUMENT"
     # One task of each kind, so the filter has something to keep and something to leave out.
     rejected = send(process, message({"text": "a goal, and no model here"}))["result"]["task"]
     planned = send(process, message(plan_part({"goal": "g", "items": [GOOD_ITEM]})))

@@ -11,7 +11,9 @@ tenant's `/{tenant}/tasks/...`.
 
 from __future__ import annotations
 
-from a2a.utils.errors import VersionNotSupportedError
+from a2a.types import TaskState
+from a2a.utils.errors import InvalidParamsError, VersionNotSupportedError
+from starlette.datastructures import QueryParams
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -19,6 +21,7 @@ from a2a_agent.edge.refusals import Refusal, header, refuse
 from a2a_agent.edge.versions import V03, V10, Protocol, version_of_header
 
 V03_PREFIX = "/v1"
+LIST_PATH = "/tasks"  # ListTasks' route in the SDK's 1.0 REST routes
 # Each 1.0 route (method, path) and its 0.3 path, None where 0.3 has no such call.
 V10_TO_V03: dict[tuple[str, str], str | None] = {
     ("POST", "/message:send"): "/v1/message:send",
@@ -37,6 +40,18 @@ V10_TO_V03: dict[tuple[str, str], str | None] = {
     ("GET", "/extendedAgentCard"): "/v1/card",
 }
 V03_TO_V10 = {(verb, old): new for (verb, new), old in V10_TO_V03.items() if old is not None}
+
+
+STATES = {name: number for name, number in TaskState.items() if number}
+
+
+def unknown_status(values: list[str]) -> str | None:
+    """Why a ListTasks `status` query names no task state, or None. protobuf's parser, as
+    the SDK calls it, drops an enum value it does not know, and every task was listed."""
+    for value in values:
+        if value not in STATES:
+            return f"status {value!r} is not a task state; give one of {', '.join(STATES)}"
+    return None
 
 
 def rest_version_mismatch(
@@ -86,6 +101,14 @@ class VersionHint:
                 refusal = Refusal.of(VersionNotSupportedError(said))
                 await refuse(scope, send, refusal, jsonrpc_path=self.jsonrpc_path)
                 return
+            if scope["method"] == "GET" and self.path_format == LIST_PATH:
+                # The SDK's ListTasks route, at `/tasks` and under a tenant's `/{tenant}`.
+                query = QueryParams(scope["query_string"]).getlist("status")
+                said = unknown_status(query)
+                if said is not None:
+                    refusal = Refusal.of(InvalidParamsError(said))
+                    await refuse(scope, send, refusal, jsonrpc_path=self.jsonrpc_path)
+                    return
         await self.app(scope, receive, send)
 
 
