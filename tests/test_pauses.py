@@ -228,6 +228,9 @@ async def test_a_command_matching_an_irreversible_pattern_waits_and_a_reject_sto
     assert not ledger.exists()  # the command never ran
     # x waited for its approval when the reject ended the run: interrupted, not left over.
     assert report_of(done)["itemsInterrupted"] == ["x"] and report_of(done)["remaining"] == []
+    # The report says the person's decision ended it, and names x refused, not interrupted.
+    assert report_of(done)["stoppedAt"]["request"] == "command.x.1.run"
+    assert "refused by the caller: x" in report_of(done)["summary"]
 
 
 async def test_repeated_failure_asks_and_a_retry_carries_on(
