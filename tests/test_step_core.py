@@ -15,7 +15,7 @@ import pytest
 from a2a.types.a2a_pb2 import TaskState
 
 from a2a_agent.budget import BudgetGuard
-from a2a_agent.engine.runner import segment_of, workflow_id
+from a2a_agent.engine.segments import segment_of, workflow_id
 from a2a_agent.harness.kernel.context import HarnessConfig, StepContext
 from a2a_agent.harness.kernel.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.kernel.pauses import RUNNING_SEGMENT, asked_here

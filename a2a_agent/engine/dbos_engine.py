@@ -11,7 +11,8 @@ from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.retention import Pruner, Retention
-from a2a_agent.engine.runner import RUN_QUEUE, PlanRunner, enqueue_segment, workflow_id
+from a2a_agent.engine.runner import PlanRunner
+from a2a_agent.engine.segments import RUN_QUEUE, enqueue_segment, workflow_id
 from a2a_agent.engine.supervisor import Supervisor
 from a2a_agent.harness.checks.decisions import DecisionSteps
 from a2a_agent.harness.checks.facts import FactSteps

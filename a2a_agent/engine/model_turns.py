@@ -1,19 +1,22 @@
 """The model's part of a run's workflow body: planning until the harness accepts a plan, and
 an item's turns of tool use (compacting the context when it grows). Plain methods of the
-body, mixed into `PlanRunner`: every call they make is one of its DBOS steps, so a replay
-rebuilds the same messages from the steps' recorded results.
+body, mixed into `PlanRunner`: every call they make is one of its steps, so a replay
+rebuilds the same messages from the steps' recorded results (DBOS's, or the keyed effects'
+in a run that resumes from rows).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, Protocol
 
 from a2a_agent.harness.kernel.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.kernel.results import JSON, StepResult
 from a2a_agent.harness.model import prompts
 from a2a_agent.harness.model.model_work import ModelWork
 from a2a_agent.model.types import ModelResponse, Usage, assistant, tool_results, user_text
+
+P = ParamSpec("P")
 
 
 class RunStopped(Exception):
@@ -25,7 +28,12 @@ class _Steps(Protocol):
 
     work: ModelWork
 
-    async def _step(self, output: Awaitable[JSON]) -> StepResult: ...
+    async def _step(
+        self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
+    ) -> StepResult: ...
+    async def _call(
+        self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
+    ) -> JSON: ...
     async def call_model(self, task_id: str, call: JSON) -> JSON: ...
     async def planning_request(self, task_id: str) -> JSON: ...
     async def accept_plan(self, task_id: str, attempt: int, plan: Any) -> JSON: ...
@@ -50,7 +58,7 @@ class _Steps(Protocol):
 class ModelTurns:
     async def _plan(self: _Steps, task_id: str) -> None:
         """Ask the model for a plan until one is valid (the harness checks, not the model)."""
-        request = (await self._step(self.planning_request(task_id))).payload
+        request = (await self._step(self.planning_request, task_id)).payload
         messages: list[JSON] = list(request["messages"])
         tries = self.work.config.plan_tries
         problem = ""
@@ -64,7 +72,7 @@ class ModelTurns:
                 "request": {**request, "messages": messages},
             }
             response = ModelResponse.from_json(
-                (await self._step(self.call_model(task_id, call))).payload
+                (await self._step(self.call_model, task_id, call)).payload
             )
             uses = [u for u in response.tool_uses if u.get("name") == "submit_plan"]
             if not uses:
@@ -75,7 +83,7 @@ class ModelTurns:
                     user_text("Submit the plan with the submit_plan tool."),
                 ]
                 continue
-            accepted = await self._step(self.accept_plan(task_id, n, uses[0].get("input")))
+            accepted = await self._step(self.accept_plan, task_id, n, uses[0].get("input"))
             if accepted.outcome == "ok":
                 return
             problem = str(accepted.payload["errors"])
@@ -93,7 +101,8 @@ class ModelTurns:
                     ]
                 ),
             ]
-        await self.fail(
+        await self._call(
+            self.fail,
             task_id,
             f"the model did not produce a valid plan in {tries} tries; last problem: {problem}",
         )
@@ -101,7 +110,7 @@ class ModelTurns:
 
     async def _model_turn(self: _Steps, task_id: str, item_id: str, attempt: int) -> None:
         """The model works the item with tools until it stops calling them."""
-        context = (await self._step(self.item_request(task_id, item_id, attempt))).payload
+        context = (await self._step(self.item_request, task_id, item_id, attempt)).payload
         request: JSON = context["request"]
         messages: list[JSON] = list(request["messages"])
         note = "the turn limit was reached"
@@ -118,7 +127,7 @@ class ModelTurns:
                 "request": {**request, "messages": messages},
             }
             response = ModelResponse.from_json(
-                (await self._step(self.call_model(task_id, call))).payload
+                (await self._step(self.call_model, task_id, call)).payload
             )
             messages = [*messages, assistant(response)]
             if not response.tool_uses:
@@ -128,7 +137,7 @@ class ModelTurns:
             uses = len(response.tool_uses)
             for n, tool_use in enumerate(response.tool_uses):
                 use = {"turn": turn, "n": n, "uses": uses, "notes_seq": notes_seq}
-                called = await self._step(self.call_tool(task_id, item_id, attempt, use, tool_use))
+                called = await self._step(self.call_tool, task_id, item_id, attempt, use, tool_use)
                 results.append(called.payload)
                 notes_seq = int(called.payload.get("notes_seq", notes_seq))
             messages = [*messages, tool_results(results)]
@@ -138,7 +147,7 @@ class ModelTurns:
                     task_id, item_id, attempt, turn=turn, request=request, messages=messages
                 )
                 seen = 0
-        await self._step(self.end_turn(task_id, item_id, attempt, note))
+        await self._step(self.end_turn, task_id, item_id, attempt, note)
 
     async def _compact(
         self: _Steps,
@@ -164,7 +173,7 @@ class ModelTurns:
             },
         }
         summary = ModelResponse.from_json(
-            (await self._step(self.call_model(task_id, call))).payload
+            (await self._step(self.call_model, task_id, call)).payload
         )
         return prompts.compacted(messages, summary.text)
 

@@ -13,12 +13,18 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, ParamSpec
 
-from dbos import DBOS, DBOSConfiguredInstance, SetEnqueueOptions, SetWorkflowID
+from dbos import DBOS, DBOSConfiguredInstance
 
+from a2a_agent.engine.from_rows import FROM_ROWS, OUTAGE_RETRY, outage_retried, plain_step
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.model_turns import ModelTurns, RunStopped
+from a2a_agent.engine.segments import (
+    enqueue_apart,
+    enqueue_segment,
+    segment_of,
+)
 from a2a_agent.harness.checks.decisions import DecisionSteps
 from a2a_agent.harness.checks.facts import FactSteps
 from a2a_agent.harness.checks.plan_harness import PlanHarness
@@ -28,54 +34,12 @@ from a2a_agent.harness.kernel.results import JSON, StepResult
 from a2a_agent.harness.model.model_work import ModelWork
 from a2a_agent.observe import tracing
 from a2a_agent.observe.logs import log_context
-from persistence.errors import StoreUnavailable
+from a2a_agent.watched import crash_point
 from persistence.records import TERMINAL_STATES
 
 TRACES_KEPT = 4096
-RUN_QUEUE = "a2a-runs"
 log = logging.getLogger(__name__)
-
-
-def workflow_id(task_id: str, segment: int) -> str:
-    """Segment 0 of a task's run has the task's id; segment n (after the n-th wait) its own."""
-    return task_id if segment == 0 else f"{task_id}:s{segment}"
-
-
-async def enqueue_segment(
-    run_task: Callable[[str, int], Coroutine[Any, Any, str]], task_id: str, segment: int
-) -> None:
-    """Enqueue a segment of a task's run; one enqueued before is not run again (its workflow
-    id is taken). The queue's partition is the task, and a partition runs one workflow at a
-    time: a segment started while an earlier one still runs (a delegate that ended before
-    the run reached its wait, a run recovered after a crash while a peer's end was taken in)
-    waits for it to end, so two segments never work one workspace at once."""
-    with (
-        SetWorkflowID(workflow_id(task_id, segment)),
-        SetEnqueueOptions(queue_partition_key=task_id),
-    ):
-        await DBOS.enqueue_workflow_async(RUN_QUEUE, run_task, task_id, segment)
-
-
-def segment_of(workflow: str | None) -> int | None:
-    if workflow is None:
-        return None
-    head, _, tail = workflow.rpartition(":s")
-    return int(tail) if head and tail.isdigit() else 0
-
-
-def _database_outage(exc: BaseException) -> bool:
-    return isinstance(exc, StoreUnavailable)
-
-
-# Steps retry only while the database is unreachable (about four minutes in all); any other
-# error is a real failure of the step and ends the run with its reason.
-OUTAGE_RETRY: dict[str, Any] = {
-    "retries_allowed": True,
-    "max_attempts": 12,
-    "interval_seconds": 1.0,
-    "backoff_rate": 1.5,
-    "should_retry": _database_outage,
-}
+P = ParamSpec("P")
 
 
 class RunPaused(Exception):
@@ -300,14 +264,36 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
 
     # ---- the workflow -------------------------------------------------------------------
 
-    async def _step(self, output: Awaitable[JSON]) -> StepResult:
+    async def _call(
+        self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
+    ) -> JSON:
+        """Run one of the steps above: as a DBOS step (its output recorded, so a replay
+        returns it), or, in a run that resumes from rows, as the coroutine it wraps (its
+        record is the task's rows; run again, it finds them)."""
+        if not FROM_ROWS.get():
+            return await step(*args, **kwargs)
+        plain = plain_step(step)
+        return await outage_retried(lambda: plain(self, *args, **kwargs))
+
+    async def _step(
+        self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
+    ) -> StepResult:
         """The funnel: every step's result passes here, and the outcomes that end or restart
         work are turned into control flow in this one place. Runs a step asks to start (a
-        child run it made, a parent a child's end woke) are enqueued here, from the workflow,
-        so a replay starts them once."""
-        result = StepResult.from_json(await output)
-        for task_id, segment in result.payload.get("start") or []:
-            await enqueue_segment(self.run_task, task_id, segment)
+        child run it made, a parent a child's end woke) are enqueued here: from the workflow
+        in a run with DBOS steps, so a replay starts them once; apart from it in a run that
+        resumes from rows (a second enqueue of a workflow id is a no-op)."""
+        result = StepResult.from_json(await self._call(step, *args, **kwargs))
+        starts = result.payload.get("start") or []
+        # Tests only: die right after a step is recorded (`after-<step>`), or after one that
+        # asks runs to start and before they are enqueued (`before-start`).
+        fault = self.harness.ctx.config.fault_file
+        crash_point(fault, "before-start" if starts else f"after-{plain_step(step).__name__}")
+        for task_id, segment in starts:
+            if FROM_ROWS.get():
+                await enqueue_apart(self.run_task, task_id, segment)
+            else:
+                await enqueue_segment(self.run_task, task_id, segment)
         if result.outcome == "stopped":
             raise RunStopped
         if result.outcome == "paused":
@@ -320,6 +306,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
     async def run_task(self, task_id: str, segment: int = 0) -> str:
         """One segment of a task's run: from its start, or from a reply, to its end or the
         next pause (workflow id: the task id, then `<task id>:s<segment>`)."""
+        FROM_ROWS.set(False)  # until `_run` finds this run's patch marker
         try:
             ended = await self._run(task_id, segment)
         except RunPaused:
@@ -327,24 +314,28 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         except RunStopped:
             # Ended by a step (a budget stop: closed already) or by others (a cancel, the
             # watchdog): the closing writes the report and commits the files if none did.
-            await self.close(task_id)
+            await self._call(self.close, task_id)
             ended = "stopped"
         except Exception as exc:  # noqa: BLE001  (recorded on the task, not swallowed)
             # The run cannot go on; say so on the task instead of leaving it working forever.
             # Cancellation is a BaseException (DBOS's and asyncio's) and passes through.
-            await self.fail(task_id, f"{type(exc).__name__}: {exc}")
+            await self._call(self.fail, task_id, f"{type(exc).__name__}: {exc}")
             ended = "failed"
         # A child run's end moves its parent on (its delegation ended in the same record); a
         # run's end cancels the delegates still working for it.
-        await self._step(self.settle_delegations(task_id))
+        await self._step(self.settle_delegations, task_id)
         return ended
 
     async def _run(self, task_id: str, segment: int) -> str:
         # Runs started before pre-checks and acceptance checks existed replay without them,
         # those started before re-verification without it, and so on (DBOS patching). A run
-        # started since "all-five" records one marker for the five (each costs the workflow
-        # two database round trips); one started before it replays its own markers.
-        if await DBOS.patch_async("all-five"):
+        # started since "rows" records one marker and no DBOS step after it: it resumes from
+        # the task's rows. One started since "all-five" records one marker for the five (each
+        # costs the workflow two database round trips); one before it replays its markers.
+        if await DBOS.patch_async("rows"):
+            FROM_ROWS.set(True)
+            prechecks = regressions = publishing = plan_prechecks = lean = True
+        elif await DBOS.patch_async("all-five"):
             prechecks = regressions = publishing = plan_prechecks = lean = True
         else:
             prechecks = await DBOS.patch_async("checks-that-fail")
@@ -354,23 +345,22 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             # No step for what does nothing: a pre-check an item opted out of is noted by its
             # first begin_attempt, and a plan without its own check skips both plan checks.
             lean = await DBOS.patch_async("lean-steps") if plan_prechecks else False
-        snap = (await self._step(self.snapshot(task_id))).payload
+        snap = (await self._step(self.snapshot, task_id)).payload
         if snap["state"] in TERMINAL_STATES:
             raise RunStopped  # ended before this run began (canceled while queued)
         if segment > 0:
-            await self._step(self.apply_decision(task_id))
-            snap = (await self._step(self.snapshot(task_id))).payload
+            await self._step(self.apply_decision, task_id)
+            snap = (await self._step(self.snapshot, task_id)).payload
         if snap["state"] == "submitted":
-            await self._step(self.begin_task(task_id))
+            await self._step(self.begin_task, task_id)
         if not snap["items"]:
             await self._plan(task_id)
-            await self._step(self.review_plan(task_id))
-            snap = (await self._step(self.snapshot(task_id))).payload
-        precheck = (
-            self.precheck_task(task_id) if plan_prechecks and _plan_check(snap, lean) else None
-        )
-        if precheck is not None and (await self._step(precheck)).outcome == "failed":
-            return "failed"  # the plan's own check already passed before any work: refused
+            await self._step(self.review_plan, task_id)
+            snap = (await self._step(self.snapshot, task_id)).payload
+        if plan_prechecks and _plan_check(snap, lean):
+            checked = await self._step(self.precheck_task, task_id)
+            if checked.outcome == "failed":
+                return "failed"  # the plan's own check already passed before any work: refused
         rounds = Rounds(segment)
         while True:
             walked = await self._walk(
@@ -380,19 +370,20 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
                 # Every item has an outcome: every done item's check must still pass.
                 walked = await self._reverified(task_id, rounds)
             if walked == "reopened":
-                snap = (await self._step(self.snapshot(task_id))).payload
+                snap = (await self._step(self.snapshot, task_id)).payload
                 continue
             if walked != "walked":
                 return walked
             break
-        accept = self.accept_task(task_id) if prechecks and _plan_check(snap, lean) else None
-        if accept is not None and (await self._step(accept)).outcome == "failed":
+        wanted_check = prechecks and _plan_check(snap, lean)
+        accepted = await self._step(self.accept_task, task_id) if wanted_check else None
+        if accepted is not None and accepted.outcome == "failed":
             return "failed"  # the plan's own check did not pass: the run ended there
         wanted = publishing and snap.get("publish")
-        published = await self._step(self.publish(task_id)) if wanted else None
+        published = await self._step(self.publish, task_id) if wanted else None
         if published is not None and published.outcome == "failed":
             return "failed"  # not published (refused, or the branch moved on): recorded
-        return str((await self._step(self.finish(task_id))).payload["state"])
+        return str((await self._step(self.finish, task_id)).payload["state"])
 
     async def _walk(
         self, task_id: str, snap: JSON, rounds: Rounds | None, prechecks: bool, *, lean: bool
@@ -416,10 +407,24 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
                         return checked
         return "walked"
 
+    async def _round_id(self, task_id: str, rounds: Rounds) -> str:
+        """The next round's name. In a run with DBOS steps, its place in the segment (a
+        replay returns each round's recorded outcome in order). In a run that resumes from
+        rows, the next after those the segment recorded, unless the last of them is the
+        task's last record: the body has come back to where it stood when that round ran,
+        and replays it."""
+        if not FROM_ROWS.get():
+            return rounds.next()
+        runs = self.harness.ctx.runs
+        count, current = await outage_retried(lambda: runs.rounds_recorded(task_id, rounds.segment))
+        if current is not None:
+            return current.rsplit(":reverify.", 1)[1]
+        return f"s{rounds.segment}.{count + 1}"
+
     async def _reverified(self, task_id: str, rounds: Rounds) -> str:
         """A re-verification round: `walked` if every done item's check still passes,
         `reopened` if the policy reopened the ones that do not, else the run ended."""
-        checked = await self._step(self.reverify(task_id, rounds.next()))
+        checked = await self._step(self.reverify, task_id, await self._round_id(task_id, rounds))
         if checked.outcome == "retry":
             return "reopened"
         return "walked" if checked.outcome == "ok" else checked.outcome
@@ -435,7 +440,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             noted = not item.get("precheck", True)
         if precheck and status == "pending" and attempt == 0 and not noted:
             try:
-                checked = await self._step(self.precheck_item(task_id, item_id))
+                checked = await self._step(self.precheck_item, task_id, item_id)
             except ItemRestart:
                 pass  # the workspace was restored first: the item starts as it would have
             else:
@@ -443,22 +448,22 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
                     return "failed"
         if status == "pending":
             attempt += 1
-            await self._step(self.begin_attempt(task_id, item_id, attempt, noted))
+            await self._step(self.begin_attempt, task_id, item_id, attempt, noted)
         verifying = status == "verifying"
         if item.get("ask") and not verifying:
-            await self._step(self.ask_item(task_id, item_id, attempt))  # the answer moves it on
+            await self._step(self.ask_item, task_id, item_id, attempt)  # the answer moves it on
             verifying = True
         while True:
             try:
                 if not verifying:
                     if item.get("delegate"):
-                        await self._step(self.delegate_item(task_id, item_id, attempt))
+                        await self._step(self.delegate_item, task_id, item_id, attempt)
                     elif item["run"]:
-                        await self._step(self.run_item(task_id, item_id, attempt))
+                        await self._step(self.run_item, task_id, item_id, attempt)
                     else:
                         await self._model_turn(task_id, item_id, attempt)
                 verifying = False
-                verified = await self._step(self.verify_item(task_id, item_id, attempt))
+                verified = await self._step(self.verify_item, task_id, item_id, attempt)
             except ItemRestart as restart:
                 attempt, verifying = restart.attempt, False
                 continue
@@ -468,13 +473,14 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             if verified.outcome == "ok":
                 return "skipped"  # out of attempts; the policy skips it
             if verified.outcome == "done" and item.get("facts"):
-                await self._step(self.establish_facts(task_id, item_id, verified.attempt))
+                await self._step(self.establish_facts, task_id, item_id, verified.attempt)
             return verified.outcome
 
 
 class Rounds:
     """Names re-verification rounds by the segment and their order in it: a pure function of
-    the run's position, the same when a crash replays the workflow."""
+    the run's position, the same when a crash replays the workflow (in a run with DBOS
+    steps; one that resumes from rows names them from its rows, `_round_id`)."""
 
     def __init__(self, segment: int) -> None:
         self.segment = segment
