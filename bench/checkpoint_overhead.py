@@ -332,14 +332,10 @@ def git_processes(b: Bench, items: int) -> str:
     b.wait_done(task_id)
     proc.stop()
     # An item's workspace commit comes after its `done` transition, within its verify_item
-    # step: the span is from the first begin_attempt step's end to the last verify_item's.
-    ends = b.rows(
-        "SELECT function_name, completed_at_epoch_ms / 1000.0 FROM dbos.operation_outputs"
-        " WHERE workflow_uuid = %s ORDER BY function_id",
-        task_id,
-    )
-    first = next(float(t) for name, t in ends if short(name) == "begin_attempt")
-    last = [float(t) for name, t in ends if short(name) == "verify_item"][-1]
+    # step: the span is from the first begin_attempt step's record to the last verify_item's.
+    ends = recorded_steps(b, task_id)
+    first = next(t.timestamp() for name, t in ends if name == "begin_attempt")
+    last = [t.timestamp() for name, t in ends if name == "verify_item"][-1]
     inside: Counter[str] = Counter()
     outside: Counter[str] = Counter()
     for line in log.read_text().splitlines():
@@ -449,19 +445,47 @@ def item_window(b: Bench, task_id: str, items: int) -> tuple[datetime, datetime]
     return first, last
 
 
-def step_times(b: Bench, task_id: str, items: int) -> dict[str, Any]:
-    """One run's steps. The window (`item_window`) holds every step that ended inside it,
-    whatever its kind."""
-    first, last = item_window(b, task_id, items)
-    ops = b.rows(
-        "SELECT function_name, started_at_epoch_ms, completed_at_epoch_ms"
-        " FROM dbos.operation_outputs WHERE workflow_uuid = %s ORDER BY function_id",
-        task_id,
+def recorded_steps(b: Bench, task_id: str) -> list[tuple[str, datetime]]:
+    """A run's checkpointed steps in order, as its rows hold them: a run that resumes from
+    rows makes no DBOS step, and each step that moves it records one keyed effect (an item's
+    begin, run and verify; the task's begin, round and finish), named here as the workflow's
+    step. The checks a round records inside its one step are left out (ROUND_CHECKS)."""
+    found = b.rows(
+        "SELECT key, item_id, completed_at FROM effects WHERE task_id = %s"
+        " AND status = 'completed' AND NOT step = ANY(%s) ORDER BY completed_at",
+        *(task_id, list(ROUND_CHECKS)),
     )
-    names = [short(str(o[0])) for o in ops]
-    begin = names.index("begin_attempt")  # its record is the window's first transition
-    end = len(names) - 1 - names[::-1].index("verify_item")  # its record, the last
-    inside = range(begin + 1, end + 1)
+    steps = []
+    for key, item_id, at in found:
+        last = str(key).rsplit(":", 1)[-1]
+        name = EFFECT_STEPS.get(last.split(".", 1)[0], last)
+        if name == "begin_attempt" and item_id is None:
+            name = "begin_task"
+        steps.append((name, at))
+    return steps
+
+
+# A step's effect (the last part of its key) and the workflow step that records it.
+EFFECT_STEPS = {
+    "begin": "begin_attempt",
+    "run": "run_item",
+    "verify": "verify_item",
+    "precheck": "precheck_item",
+    "reverify": "reverify",
+    "finish": "finish",
+}
+
+
+def step_times(b: Bench, task_id: str, items: int) -> dict[str, Any]:
+    """One run's steps. The window (`item_window`) holds every step recorded inside it,
+    whatever its kind; a step's time is from the record before it to its own."""
+    first, last = item_window(b, task_id, items)
+    ops = recorded_steps(b, task_id)
+    # The run's layout as the workflow steps it took: its snapshot first and its settling
+    # last have no effect of their own.
+    names = ["snapshot", *(name for name, _ in ops), "settle_delegations"]
+    at = [t for _, t in ops]
+    inside = [i for i, t in enumerate(at) if first < t <= last]
     # The commands the harness ran in the window (a skipped pre-check runs none; the first
     # item's pre-check, if any, ran before the window).
     count, commands = b.rows(
@@ -474,21 +498,23 @@ def step_times(b: Bench, task_id: str, items: int) -> dict[str, Any]:
         "SELECT count(*) FROM effects WHERE task_id = %s AND step = ANY(%s)",
         *(task_id, list(ROUND_CHECKS)),
     )[0][0]
-    took = [(ops[i][2] - ops[i][1]) / 1000 for i in range(len(ops)) if names[i] in ITEM_STEPS]
-    out: dict[str, Any] = {"steps": len(ops), "window": len(inside), "layout": names}
-    out["in_window"] = Counter(names[i] for i in inside)
-    out["after"] = Counter(names[end + 1 :])
+    took = {i: (at[i] - at[i - 1]).total_seconds() for i in range(1, len(at))}
+    item_took = [took[i] for i in sorted(took) if ops[i][0] in ITEM_STEPS]
+    out: dict[str, Any] = {"steps": len(names), "window": len(inside), "layout": names}
+    out["in_window"] = Counter(ops[i][0] for i in inside)
+    out["after"] = Counter(name for name, t in ops if t > last)
     out["round_checks"] = int(checks)
     out["commands_n"] = int(count)
     out["per_step"] = (last - first).total_seconds() / len(inside)
     out["commands"] = float(commands) / len(inside)
-    out["inside"] = statistics.mean((ops[i][2] - ops[i][1]) / 1000 for i in inside)
-    out["between"] = statistics.mean((ops[i][1] - ops[i - 1][2]) / 1000 for i in inside)
     for kind in ITEM_STEPS:
-        kind_took = [(o[2] - o[1]) / 1000 for o, n in zip(ops, names, strict=True) if n == kind]
+        kind_took = [took[i] for i in inside if ops[i][0] == kind]
         out[kind] = statistics.median(kind_took) if kind_took else float("nan")
-    tenth = max(1, items // 10) * (len(took) // items)  # whole items
-    out["first"], out["last"] = statistics.mean(took[:tenth]), statistics.mean(took[-tenth:])
+    tenth = max(1, items // 10) * (len(item_took) // items)  # whole items
+    out["first"], out["last"] = (
+        statistics.mean(item_took[:tenth]),
+        statistics.mean(item_took[-tenth:]),
+    )
     return out
 
 
@@ -616,13 +642,11 @@ def run(b: Bench, args: argparse.Namespace) -> None:
         [f"  commands ({st['commands_n']} in the window, as timed by the harness)",
          ms(st["commands"])],
         ["  bookkeeping (wall - commands)", ms(st["per_step"] - st["commands"])],
-        ["  inside steps (operation_outputs started > completed)", ms(st["inside"])],
-        ["  between steps (record output, workflow body, next check)", ms(st["between"])],
         ["DBOS alone: the same steps doing nothing (workflow body start > end / steps)",
          ms(statistics.median(DBOS_PER_STEP))],
         ["  bookkeeping beyond DBOS alone", ms(st["per_step"] - st["commands"]
                                               - statistics.median(DBOS_PER_STEP))],
-        *[[f"  median {k} step", ms(st[k])] for k in ITEM_STEPS],
+        *[[f"  median {k} step (from the record before it)", ms(st[k])] for k in ITEM_STEPS],
         ["  mean item step, first tenth of the plan", ms(st["first"])],
         ["  mean item step, last tenth of the plan", ms(st["last"])],
         [f"CPU per checkpoint (whole run, {n}): serving process (Python, all threads)",

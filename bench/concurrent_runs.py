@@ -220,17 +220,23 @@ def wait_done(database: str, ids: list[str], timeout: float) -> None:
 
 
 def step_overheads(database: str, ids: list[str], latency: float) -> list[float]:
-    """Each step's time outside the model, in ms (the model's calls less its latency)."""
+    """Each step's time outside the model and the command, in ms: from the task's record
+    before it to its own (a run that resumes from rows leaves no engine record of its
+    steps), less the model's latency for a model call and the command's time where the
+    record holds it."""
     with psycopg.connect(database, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT function_name, completed_at_epoch_ms - started_at_epoch_ms "
-            "FROM dbos.operation_outputs WHERE workflow_uuid = ANY(%s) "
-            "AND completed_at_epoch_ms IS NOT NULL "
-            "AND function_name NOT LIKE 'DBOS.%%'",
+            "SELECT step, since_ms, command_s FROM ("
+            "  SELECT step, (result->'command'->>'duration_s')::float8 AS command_s,"
+            "    extract(epoch FROM completed_at - lag(completed_at)"
+            "      OVER (PARTITION BY task_id ORDER BY completed_at)) * 1000 AS since_ms"
+            "  FROM effects WHERE task_id = ANY(%s) AND status = 'completed') AS steps "
+            "WHERE since_ms IS NOT NULL",
             (ids,),
         ).fetchall()
     return [
-        float(ms) - (latency * 1000 if name.endswith("call_model") else 0.0) for name, ms in rows
+        float(ms) - (latency * 1000 if step == "model" else 0.0) - float(command or 0) * 1000
+        for step, ms, command in rows
     ]
 
 
