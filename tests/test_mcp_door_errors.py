@@ -20,6 +20,8 @@ from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
 from a2a_agent.mcp_door.doorway import Door, Doorway
+from persistence.records import TaskPage
+from persistence.watch import PostgresWatchdogStore
 from tests.support.in_process import BASE_URL, InProcess, in_process
 
 KEYED = {"A2A_AGENT_INSECURE_OPEN": "0"}
@@ -263,3 +265,44 @@ async def test_a_method_other_than_post_is_answered_at_once(door: tuple[InProces
     assert_mcp_error(await app.http.get("/mcp"), 401, "an API key is required")
     async with mcp_client(app, key, mode="legacy") as client:
         assert {tool.name for tool in (await client.list_tools()).tools} >= {"delegate"}
+
+
+async def test_a_task_pruned_while_tasks_list_shapes_its_page_is_left_out(
+    door: tuple[InProcess, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The retention may delete an ended task after the listing read its page and before the
+    # page is shaped (each task's createdAt is read then): the whole list failed, saying
+    # "there is no task ... of yours". The task that went is left out; the others are listed.
+    app, key = door
+    headers = {"Authorization": f"Bearer {key}", "MCP-Protocol-Version": "2025-11-25"}
+
+    async def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        message = {"jsonrpc": "2.0", "id": 5, "method": method, "params": params}
+        response = await app.http.post("/mcp", json=message, headers={**headers, **JSON_OR_SSE})
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    async def delegate(arguments: dict[str, Any], word: int) -> str:
+        made = await call("tools/call", {"name": "delegate", "arguments": arguments})
+        return str(made["result"]["content"][0]["text"].split()[word])
+
+    kept = {await delegate({"plan": PLAN}, 1), await delegate({"plan": {**PLAN, "goal": "b"}}, 1)}
+    # A goal, and no model here: refused at once, so a task that ended, which retention deletes.
+    ended = await delegate({"goal": "write me a poem"}, 2)
+    store = app.runtime.store
+    listing = store.list_tasks
+    pruned: list[tuple[str, int]] = []
+
+    async def list_then_prune(owner: str, **kwargs: Any) -> TaskPage:
+        page = await listing(owner, **kwargs)
+        pruned.extend(await PostgresWatchdogStore(app.runtime.pool).prune_tasks(0, 10))
+        return page
+
+    monkeypatch.setattr(store, "list_tasks", list_then_prune)
+    listed = await call("tasks/list", {})
+    assert [task_id for task_id, _ in pruned] == [ended]  # read with the page, then deleted
+    assert "error" not in listed, listed
+    tasks = listed["result"]["tasks"]
+    assert {t["taskId"] for t in tasks} == kept and len(tasks) == 2
+    assert all(t["status"] == "working" and t["createdAt"] for t in tasks), tasks

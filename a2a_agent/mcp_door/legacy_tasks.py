@@ -120,7 +120,12 @@ class LegacyTasks:
             )
         except StoreError as exc:
             raise MCPError(code=INVALID_PARAMS, message=f"cursor: {exc}") from None
-        listed: JSON = {"tasks": [await self._task(row) for row in page.tasks]}
+        tasks = []
+        for row in page.tasks:
+            fields = await self.door.listed_task(row)
+            if fields is not None:  # None: removed (the retention) since the page was read
+                tasks.append(_legacy_task(fields))
+        listed: JSON = {"tasks": tasks}
         if page.next_cursor:
             listed["nextCursor"] = page.next_cursor
         return _dumped(_parsed(legacy.ListTasksResult, listed))
@@ -146,19 +151,23 @@ class LegacyTasks:
         return await self.door.caller_row(ctx.request, task_id)
 
     async def _task(self, row: TaskRow) -> JSON:
-        """The 2025-11-25 Task for `row`: the 2026 form's fields, renamed."""
-        fields = await self.door.task(row)
-        task: JSON = {
-            "taskId": fields["taskId"],
-            "status": fields["status"],
-            "createdAt": fields["createdAt"],
-            "lastUpdatedAt": fields["lastUpdatedAt"],
-            "ttl": None,  # kept until the service's retention removes it
-            "pollInterval": fields["pollIntervalMs"],
-        }
-        if fields.get("statusMessage"):
-            task["statusMessage"] = fields["statusMessage"]
-        return _dumped(_parsed(legacy.Task, task))
+        return _legacy_task(await self.door.task(row))
+
+
+def _legacy_task(fields: JSON) -> JSON:
+    """The 2025-11-25 Task of the door's task fields (`McpDoor.task`): the 2026 form's
+    fields, renamed."""
+    task: JSON = {
+        "taskId": fields["taskId"],
+        "status": fields["status"],
+        "createdAt": fields["createdAt"],
+        "lastUpdatedAt": fields["lastUpdatedAt"],
+        "ttl": None,  # kept until the service's retention removes it
+        "pollInterval": fields["pollIntervalMs"],
+    }
+    if fields.get("statusMessage"):
+        task["statusMessage"] = fields["statusMessage"]
+    return _dumped(_parsed(legacy.Task, task))
 
 
 def _with_task_capability(result: HandlerResult) -> HandlerResult:

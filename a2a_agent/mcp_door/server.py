@@ -194,18 +194,30 @@ class McpDoor:
         submitted, last updated at its last change (`shapes.task_fields`)."""
         return shapes.task_fields(row, await self._created_at(row))
 
+    async def listed_task(self, row: TaskRow) -> JSON | None:
+        """`task` for a row a listing read; None if the task was removed (the retention)
+        since, so the list leaves it out and shows the rest."""
+        created = await self._submitted(row)
+        return None if created is None else shapes.task_fields(row, created)
+
     async def _created_at(self, row: TaskRow) -> datetime:
-        """When the task was submitted: read once, then kept (it never changes), so a poll
-        or a listener's wake-up costs only the cached row."""
+        created = await self._submitted(row)
+        if created is None:  # removed (the retention) since its row was read
+            message = f"there is no task {row.task_id!r} of yours"
+            raise MCPError(code=INVALID_PARAMS, message=message)
+        return created
+
+    async def _submitted(self, row: TaskRow) -> datetime | None:
+        """When the task was submitted (None: it is gone): read once, then kept (it never
+        changes), so a poll or a listener's wake-up costs only the cached row."""
         created = self._created.get(row.task_id)
         if created is None:
             try:
                 created = await self.handler.store.created_at(row.task_id, row.owner)
             except StoreError as exc:
                 raise MCPError(code=INVALID_PARAMS, message=said(exc)) from exc
-            if created is None:  # removed (the retention) since its row was read
-                message = f"there is no task {row.task_id!r} of yours"
-                raise MCPError(code=INVALID_PARAMS, message=message)
+            if created is None:
+                return None
             self._created[row.task_id] = created
             while len(self._created) > CREATED_KEPT:
                 self._created.popitem(last=False)
