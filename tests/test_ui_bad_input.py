@@ -71,8 +71,8 @@ CONTROL = "contains a control character (such as %00, NUL)"
         ("/ui/tasks-body?owner=%00", "the query's 'owner' ", "text"),
         ("/ui/tasks/%00", "the task id in the address ", "page"),
         ("/ui/tasks/%00/body", "the task id in the address ", "text"),
-        ("/ui/tasks/%00/live", "the task id in the address ", "page"),
-        ("/ui/tasks/x/live?since=%00", "the query's 'since' ", "page"),
+        ("/ui/tasks/%00/live", "the task id in the address ", "text"),
+        ("/ui/tasks/x/live?since=%00", "the query's 'since' ", "text"),
         ("/outputs/%00/diff", "the task id in the address ", "json"),
         ("/outputs/x/%00", "the file name in the address ", "json"),
         ("/inputs/%00/1", "the task id in the address ", "json"),
@@ -87,7 +87,8 @@ async def test_a_control_character_in_the_address_is_refused(
     said = what + CONTROL
     if form == "json":
         assert said in response.json()["error"]
-    elif form == "text":  # a fragment the page fetches: plain text, since it quotes the query
+    elif form == "text":  # what the page's script fetches (a fragment, the live stream): plain
+        # text, since it quotes the query; the live stream's 404 is plain text too
         assert response.headers["content-type"].startswith("text/plain")
         assert response.text.startswith(said)
     else:  # the page an operator's browser shows, the sentence in its error line
@@ -127,6 +128,32 @@ async def test_a_live_stream_of_a_task_that_is_not_there_is_a_404(app: InProcess
     """It opened a stream that said nothing until the page was closed."""
     response = await asyncio.wait_for(app.http.get("/ui/tasks/no-such-task/live"), 10)
     assert response.status_code == 404 and "no such task: no-such-task" in response.text
+
+
+async def test_the_live_stream_refuses_a_nul_as_the_body_fragment_does(
+    database_url: str, home: Path
+) -> None:
+    """With keys: the live stream's address with a NUL was answered with the login page (its
+    form, the sentence in its error line) where the task body's was the sentence in plain
+    text. Logged in (the dashboard's cookie), both are the 400 with the sentence; logged out,
+    both send the browser to the login page, as every dashboard path does."""
+    keyed = {"A2A_AGENT_INSECURE_OPEN": "0"}
+    async with in_process(database_url, home, keyed) as running:
+        key = (home / "admin.key").read_text().strip()
+
+        async def answer(path: str, headers: dict[str, str]) -> tuple[Any, ...]:
+            response = await asyncio.wait_for(running.http.get(path, headers=headers), 10)
+            kind = response.headers.get("content-type")
+            return response.status_code, kind, response.headers.get("location"), response.text
+
+        cookie = {"Cookie": f"a2a_agent_key={key}"}
+        said = "the task id in the address " + CONTROL
+        live = await answer("/ui/tasks/%00/live", cookie)
+        assert live[:3] == (400, "text/plain; charset=utf-8", None) and said in live[3], live
+        assert live == await answer("/ui/tasks/%00/body", cookie)
+        logged_out = await answer("/ui/tasks/%00/live", {})
+        assert logged_out[:3] == (303, None, "/ui/login"), logged_out
+        assert logged_out == await answer("/ui/tasks/%00/body", {})
 
 
 async def test_a_login_while_the_database_is_away_says_so(database_url: str, home: Path) -> None:

@@ -281,7 +281,9 @@ class Dashboard:
             )
 
         def fragment(endpoint: Endpoint) -> Endpoint:
-            # Plain text: the sentence may quote the query, which no page should run.
+            # What the page's script fetches (its body, its live stream), which answers its
+            # own errors in plain text: the sentence may quote the query, which no page
+            # should run, and a login page's form is no answer for a script.
             return printable_params(endpoint, lambda request, said: PlainTextResponse(said, 400))
 
         def data(endpoint: Endpoint) -> Endpoint:
@@ -295,6 +297,6 @@ class Dashboard:
             Route("/ui/tasks-body", fragment(self.task_list_body), methods=["GET"]),
             Route("/ui/tasks/{task_id}", page(self.task_page), methods=["GET"]),
             Route("/ui/tasks/{task_id}/body", fragment(self.task_body), methods=["GET"]),
-            Route("/ui/tasks/{task_id}/live", page(self.live), methods=["GET"]),
+            Route("/ui/tasks/{task_id}/live", fragment(self.live), methods=["GET"]),
             Route("/ui/tasks/{task_id}/{action}", data(self.actions.act), methods=["POST"]),
         ]
