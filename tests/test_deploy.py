@@ -136,6 +136,25 @@ def test_the_manifests_name_what_exists() -> None:
     assert {"PodDisruptionBudget", "Job", "Deployment", "StatefulSet", "Service"} <= kinds
 
 
+# What the agent card says of a deployment: where it answers and who runs it, the settings
+# docs/operations.md ("Deploying") tells an operator to set.
+CARD_SETTINGS = {
+    "A2A_AGENT_PUBLIC_URL",
+    "A2A_AGENT_PROVIDER_ORGANIZATION",
+    "A2A_AGENT_PROVIDER_URL",
+}
+
+
+def test_the_deployment_files_carry_what_the_card_says_of_the_deployment() -> None:
+    config = next(d for _, d in manifests() if d["kind"] == "ConfigMap")["data"]
+    for variables in (config, compose()["x-agent"]["environment"]):
+        missing = CARD_SETTINGS - set(variables)
+        assert not missing, missing
+    # Shipped empty, they read as unset: the card names no provider (half of one is refused).
+    server = Settings.from_env(config, role="serve").server
+    assert server.provider_organization is None and server.provider_url is None
+
+
 def test_the_runbook_covers_what_an_operator_meets() -> None:
     runbook = (DEPLOY / "RUNBOOK.md").read_text()
     for section in (
