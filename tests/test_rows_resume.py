@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from a2a.types.a2a_pb2 import TaskState
 
-from tests.support.a2a import a2a_client, item, send, wait_for
+from tests.support.a2a import a2a_client, item, plan_of, send, wait_for
 from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env
 from tests.support.processes import StartAgent
 from tests.test_delegation import SURVEY, delegations_of, sends, survey_routes
-from tests.test_pauses import data_message, plan_with
+from tests.test_pauses import data_message, plan_with, send_waiting, text_to
 from tests.test_restart import assert_transitions_sound
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
@@ -99,3 +99,29 @@ async def test_a_kill_before_a_child_run_is_enqueued_still_runs_it_once(
     )
     assert state == "completed" and delegations_of(done)[0]["child"] == child_id
     assert_transitions_sound(database_url, child_id)
+
+
+async def test_a_kill_after_an_answered_question_is_verified_leaves_the_tree_alone(
+    start_agent: StartAgent, database_url: str, home: Path, tmp_path: Path
+) -> None:
+    """The segment an answer started applies it (answers/<item>.md) and verifies the item;
+    killed after that, the segment runs again from its start and meets the answer's step
+    again, which must not write the file again: the tree would no longer be what the later
+    steps recorded, and the run would restore it and restart the item."""
+    fault = tmp_path / "fault"
+    server = start_agent("serve", "rows-answer", A2A_AGENT_FAULT_FILE=str(fault))
+    items = [{"id": "name", "title": "Pick a name", "ask": "What should it be called?"}]
+    async with a2a_client(server.url) as client:
+        waiting = await send_waiting(client, plan_with(items))
+        fault.write_text("after-verify_item")
+        await send(client, text_to(waiting.id, "Call it Heron."))
+        done = await wait_for(client, waiting.id, timeout=60)
+    assert done.status.state == COMPLETED, done.status.message
+    assert not fault.exists() and "killed by signal 9" in server.log()
+    reasons = [r for (r,) in rows(database_url, "SELECT reason FROM transitions "
+                                  "WHERE task_id = %s", done.id)]  # fmt: skip
+    assert not [r for r in reasons if "outside the run" in r or "restored" in r], reasons
+    assert [i["attempts"] for i in plan_of(done)["items"]] == [1]
+    answer = home / "workspaces" / done.id / "answers" / "name.md"
+    assert "Call it Heron." in answer.read_text()
+    assert_transitions_sound(database_url, done.id)

@@ -14,6 +14,7 @@ from a2a_agent.harness.checks.acceptance import PAUSE_ID as WEAK_PLAN_CHECK
 from a2a_agent.harness.checks.regressions import reopened
 from a2a_agent.harness.kernel.attempts import verify_start
 from a2a_agent.harness.kernel.context import StepContext
+from a2a_agent.harness.kernel.effects import recorded
 from a2a_agent.harness.kernel.endings import RunEndings
 from a2a_agent.harness.kernel.evidence import with_attempt
 from a2a_agent.harness.kernel.keys import effect_key
@@ -380,7 +381,11 @@ class DecisionSteps:
         answer = decided.note or ""
         ws = self.ctx.workspace(view.task_id)
         text = f"# {item.title}\n\n{item.ask}\n\n## Answer\n\n{answer}\n"
-        overwrite_within(ws.root, answer_path(item.item_id), text)
+        # Written once: a run that resumes from rows comes back here after later steps, and
+        # writing it again would change the tree those steps recorded (a restore, a restart).
+        key = effect_key(view.task_id, f"decide.{decided.id}")
+        if not recorded(await self.ctx.view(view.task_id, key=key)):
+            overwrite_within(ws.root, answer_path(item.item_id), text)
         change = ItemChange(
             item_id=item.item_id,
             status="verifying",
