@@ -57,7 +57,6 @@ class RunStore(Protocol):
     async def notes(self, task_id: str) -> list[Note]: ...
     async def input_files(self, task_id: str) -> list[InputFile]: ...
     async def trace_context(self, task_id: str) -> str | None: ...
-    async def rounds_recorded(self, task_id: str, segment: int) -> tuple[int, str | None]: ...
 
 
 @dataclass(frozen=True)
@@ -282,20 +281,6 @@ class PostgresRunStore:
             cur = await conn.execute(q("trace_context"), {"task_id": task_id}, prepare=True)
             row = await cur.fetchone()
         return row["trace_context"] if row else None
-
-    async def rounds_recorded(self, task_id: str, segment: int) -> tuple[int, str | None]:
-        """How many re-verification rounds the run's `segment` has recorded (their outcome
-        effects, `<task>:task:reverify.s<segment>.<n>`), and the key of the last of them if
-        nothing was recorded after it (its transitions are the task's last)."""
-        prefix = f"{task_id}:task:reverify.s{segment}."
-        async with read(self._pool) as conn:
-            cur = await conn.execute(
-                q("rounds_recorded"), {"task_id": task_id, "prefix": prefix}, prepare=True
-            )
-            row = await cur.fetchone()
-        if row is None:
-            return 0, None
-        return int(row["rounds"]), row["current"]
 
     async def state_of(self, task_id: str) -> str | None:
         async with read(self._pool) as conn:

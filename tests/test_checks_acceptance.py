@@ -174,38 +174,25 @@ async def test_a_run_begun_before_plan_prechecks_existed_replays_without_one(
         task = await send(client, plan_with([item("a", run, "test -f a.txt")], verify="cat a.txt"))
     wait_for_line(ledger, f"{task.id}:a:1:run")
     server.kill()
-    # Make its history one the code before this step recorded: the markers of the three
-    # patches before it, then its first step (the snapshot, as that code returned it), so
-    # DBOS replays it by position and runs every later step as a DBOS step of that code.
-    # (Runs begun now record the one marker "rows" and no step.)
-    first = {
-        "outcome": "ok",
-        "attempt": 0,
-        "payload": {
-            "state": "submitted",
-            "items": [
-                {"id": "a", "status": "pending", "attempts": 0, "run": True, "ask": False,
-                 "facts": False, "delegate": False, "precheck": True},
-            ],
-            "reverify_every": None,
-            "publish": False,
-            "acceptance": True,
-        },
-    }  # fmt: skip
+    # Make its history the one the code before this step recorded: the markers of the three
+    # patches before it (not the one marker runs record now), no step, no effect, and every
+    # later step in its place after them (DBOS replays by position).
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
         history = conn.execute(
             "SELECT * FROM dbos.operation_outputs WHERE workflow_uuid = %s ORDER BY function_id",
             (task.id,),
         ).fetchall()
-        assert [h["function_name"] for h in history] == ["DBOS.patch-rows"]
-        marker = history[0]
+        names = [h["function_name"] for h in history]
+        assert names[0] == "DBOS.patch-all-five"
+        (step,) = [n for n, name in enumerate(names) if name.endswith("precheck_task")]
+        assert names.index("PlanRunner.snapshot") < step  # the step runs once the plan is there
         old = [
-            {**marker, "function_name": f"DBOS.patch-{name}"}
+            {**history[0], "function_name": f"DBOS.patch-{name}"}
             for name in ("checks-that-fail", "regressions", "publish")
         ]
-        old.append({**marker, "function_name": "PlanRunner.snapshot", "output": json.dumps(first)})
+        old += [h for n, h in enumerate(history) if n not in (0, step)]
         conn.execute("DELETE FROM dbos.operation_outputs WHERE workflow_uuid = %s", (task.id,))
-        columns = list(marker)
+        columns = list(history[0])
         with conn.cursor() as cur:
             cur.executemany(
                 sql.SQL("INSERT INTO dbos.operation_outputs ({}) VALUES ({})").format(

@@ -27,7 +27,7 @@ async def _no_trace(task_id: str) -> None:
 async def test_a_step_refused_by_a_draining_gate_is_closed_when_cancelled() -> None:
     gate = StepGate()
     assert await gate.drain(timeout_s=0.1)  # nothing in flight: drained at once
-    runner = SimpleNamespace(gate=gate, _trace_of=_no_trace)
+    runner = SimpleNamespace(gate=gate, _trace_of=_no_trace, fault=None)
     step = _harness_step()
     waiting = asyncio.ensure_future(PlanRunner._gated(runner, "task-1", step))  # type: ignore[arg-type]
     await asyncio.sleep(0.05)
@@ -44,7 +44,7 @@ async def test_a_step_that_ran_is_left_as_it_ended() -> None:
     async def ok() -> StepResult:
         return StepResult.from_json({"outcome": "ok", "attempt": 0, "payload": {}})
 
-    runner = SimpleNamespace(gate=gate, _trace_of=_no_trace)
+    runner = SimpleNamespace(gate=gate, _trace_of=_no_trace, fault=None)
     result = await PlanRunner._gated(runner, "task-1", ok())  # type: ignore[arg-type]
     assert result["outcome"] == "ok"
     assert gate.in_flight == 0

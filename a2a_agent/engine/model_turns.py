@@ -1,8 +1,7 @@
 """The model's part of a run's workflow body: planning until the harness accepts a plan, and
 an item's turns of tool use (compacting the context when it grows). Plain methods of the
 body, mixed into `PlanRunner`: every call they make is one of its steps, so a replay
-rebuilds the same messages from the steps' recorded results (DBOS's, or the keyed effects'
-in a run that resumes from rows).
+rebuilds the same messages from the steps' recorded results.
 """
 
 from __future__ import annotations
@@ -31,9 +30,6 @@ class _Steps(Protocol):
     async def _step(
         self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
     ) -> StepResult: ...
-    async def _call(
-        self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
-    ) -> JSON: ...
     async def call_model(self, task_id: str, call: JSON) -> JSON: ...
     async def planning_request(self, task_id: str) -> JSON: ...
     async def accept_plan(self, task_id: str, attempt: int, plan: Any) -> JSON: ...
@@ -101,8 +97,7 @@ class ModelTurns:
                     ]
                 ),
             ]
-        await self._call(
-            self.fail,
+        await self.fail(
             task_id,
             f"the model did not produce a valid plan in {tries} tries; last problem: {problem}",
         )

@@ -17,11 +17,9 @@ from typing import Any, ParamSpec
 
 from dbos import DBOS, DBOSConfiguredInstance
 
-from a2a_agent.engine.from_rows import FROM_ROWS, OUTAGE_RETRY, outage_retried, plain_step
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.model_turns import ModelTurns, RunStopped
 from a2a_agent.engine.segments import (
-    enqueue_apart,
     enqueue_segment,
     segment_of,
 )
@@ -35,11 +33,27 @@ from a2a_agent.harness.model.model_work import ModelWork
 from a2a_agent.observe import tracing
 from a2a_agent.observe.logs import log_context
 from a2a_agent.watched import crash_point
+from persistence.errors import StoreUnavailable
 from persistence.records import TERMINAL_STATES
 
 TRACES_KEPT = 4096
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
+
+
+def _database_outage(exc: BaseException) -> bool:
+    return isinstance(exc, StoreUnavailable)
+
+
+# Steps retry only while the database is unreachable (about four minutes in all); any other
+# error is a real failure of the step and ends the run with its reason.
+OUTAGE_RETRY: dict[str, Any] = {
+    "retries_allowed": True,
+    "max_attempts": 12,
+    "interval_seconds": 1.0,
+    "backoff_rate": 1.5,
+    "should_retry": _database_outage,
+}
 
 
 class RunPaused(Exception):
@@ -72,6 +86,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         self.facts = facts
         self.gate = gate
         self.delegator = delegator
+        self.fault = harness.ctx.config.fault_file  # tests: a crash point's name (watched.py)
         self._traces: OrderedDict[str, str | None] = OrderedDict()
         super().__init__("plan-runner")
 
@@ -94,6 +109,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             ):
                 async with self.gate.step():
                     result = (await step).as_json()
+                crash_point(self.fault, f"inside-{name}")  # tests only
                 tracing.outcome(span, result)
                 outcome = result.get("outcome")
                 log.log(
@@ -264,36 +280,21 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
 
     # ---- the workflow -------------------------------------------------------------------
 
-    async def _call(
-        self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
-    ) -> JSON:
-        """Run one of the steps above: as a DBOS step (its output recorded, so a replay
-        returns it), or, in a run that resumes from rows, as the coroutine it wraps (its
-        record is the task's rows; run again, it finds them)."""
-        if not FROM_ROWS.get():
-            return await step(*args, **kwargs)
-        plain = plain_step(step)
-        return await outage_retried(lambda: plain(self, *args, **kwargs))
-
     async def _step(
         self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
     ) -> StepResult:
         """The funnel: every step's result passes here, and the outcomes that end or restart
         work are turned into control flow in this one place. Runs a step asks to start (a
-        child run it made, a parent a child's end woke) are enqueued here: from the workflow
-        in a run with DBOS steps, so a replay starts them once; apart from it in a run that
-        resumes from rows (a second enqueue of a workflow id is a no-op)."""
-        result = StepResult.from_json(await self._call(step, *args, **kwargs))
+        child run it made, a parent a child's end woke) are enqueued here, from the workflow,
+        so a replay starts them once."""
+        result = StepResult.from_json(await step(*args, **kwargs))
         starts = result.payload.get("start") or []
-        # Tests only: die right after a step is recorded (`after-<step>`), or after one that
-        # asks runs to start and before they are enqueued (`before-start`).
-        fault = self.harness.ctx.config.fault_file
-        crash_point(fault, "before-start" if starts else f"after-{plain_step(step).__name__}")
+        # Tests only: die right after a step and its DBOS record (`after-<step>`), or after
+        # one that asks runs to start and before they are enqueued (`before-start`); a step
+        # killed after its own record but before DBOS's is `inside-<step>` (`_gated`).
+        crash_point(self.fault, "before-start" if starts else f"after-{step.__name__}")
         for task_id, segment in starts:
-            if FROM_ROWS.get():
-                await enqueue_apart(self.run_task, task_id, segment)
-            else:
-                await enqueue_segment(self.run_task, task_id, segment)
+            await enqueue_segment(self.run_task, task_id, segment)
         if result.outcome == "stopped":
             raise RunStopped
         if result.outcome == "paused":
@@ -306,7 +307,6 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
     async def run_task(self, task_id: str, segment: int = 0) -> str:
         """One segment of a task's run: from its start, or from a reply, to its end or the
         next pause (workflow id: the task id, then `<task id>:s<segment>`)."""
-        FROM_ROWS.set(False)  # until `_run` finds this run's patch marker
         try:
             ended = await self._run(task_id, segment)
         except RunPaused:
@@ -314,12 +314,12 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         except RunStopped:
             # Ended by a step (a budget stop: closed already) or by others (a cancel, the
             # watchdog): the closing writes the report and commits the files if none did.
-            await self._call(self.close, task_id)
+            await self.close(task_id)
             ended = "stopped"
         except Exception as exc:  # noqa: BLE001  (recorded on the task, not swallowed)
             # The run cannot go on; say so on the task instead of leaving it working forever.
             # Cancellation is a BaseException (DBOS's and asyncio's) and passes through.
-            await self._call(self.fail, task_id, f"{type(exc).__name__}: {exc}")
+            await self.fail(task_id, f"{type(exc).__name__}: {exc}")
             ended = "failed"
         # A child run's end moves its parent on (its delegation ended in the same record); a
         # run's end cancels the delegates still working for it.
@@ -329,13 +329,9 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
     async def _run(self, task_id: str, segment: int) -> str:
         # Runs started before pre-checks and acceptance checks existed replay without them,
         # those started before re-verification without it, and so on (DBOS patching). A run
-        # started since "rows" records one marker and no DBOS step after it: it resumes from
-        # the task's rows. One started since "all-five" records one marker for the five (each
-        # costs the workflow two database round trips); one before it replays its markers.
-        if await DBOS.patch_async("rows"):
-            FROM_ROWS.set(True)
-            prechecks = regressions = publishing = plan_prechecks = lean = True
-        elif await DBOS.patch_async("all-five"):
+        # started since "all-five" records one marker for the five (each costs the workflow
+        # two database round trips); one started before it replays its own markers.
+        if await DBOS.patch_async("all-five"):
             prechecks = regressions = publishing = plan_prechecks = lean = True
         else:
             prechecks = await DBOS.patch_async("checks-that-fail")
@@ -407,24 +403,10 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
                         return checked
         return "walked"
 
-    async def _round_id(self, task_id: str, rounds: Rounds) -> str:
-        """The next round's name. In a run with DBOS steps, its place in the segment (a
-        replay returns each round's recorded outcome in order). In a run that resumes from
-        rows, the next after those the segment recorded, unless the last of them is the
-        task's last record: the body has come back to where it stood when that round ran,
-        and replays it."""
-        if not FROM_ROWS.get():
-            return rounds.next()
-        runs = self.harness.ctx.runs
-        count, current = await outage_retried(lambda: runs.rounds_recorded(task_id, rounds.segment))
-        if current is not None:
-            return current.rsplit(":reverify.", 1)[1]
-        return f"s{rounds.segment}.{count + 1}"
-
     async def _reverified(self, task_id: str, rounds: Rounds) -> str:
         """A re-verification round: `walked` if every done item's check still passes,
         `reopened` if the policy reopened the ones that do not, else the run ended."""
-        checked = await self._step(self.reverify, task_id, await self._round_id(task_id, rounds))
+        checked = await self._step(self.reverify, task_id, rounds.next())
         if checked.outcome == "retry":
             return "reopened"
         return "walked" if checked.outcome == "ok" else checked.outcome
@@ -479,8 +461,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
 
 class Rounds:
     """Names re-verification rounds by the segment and their order in it: a pure function of
-    the run's position, the same when a crash replays the workflow (in a run with DBOS
-    steps; one that resumes from rows names them from its rows, `_round_id`)."""
+    the run's position, the same when a crash replays the workflow."""
 
     def __init__(self, segment: int) -> None:
         self.segment = segment

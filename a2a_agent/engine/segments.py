@@ -3,8 +3,6 @@ partitioned by the task: their ids, and how they are enqueued."""
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -31,18 +29,6 @@ async def enqueue_segment(
         SetEnqueueOptions(queue_partition_key=task_id),
     ):
         await DBOS.enqueue_workflow_async(RUN_QUEUE, run_task, task_id, segment)
-
-
-async def enqueue_apart(
-    run_task: Callable[[str, int], Coroutine[Any, Any, str]], task_id: str, segment: int
-) -> None:
-    """Enqueue a segment from a workflow that resumes from rows, outside its DBOS context:
-    from inside, DBOS would record the enqueue as one of the workflow's operations, and a
-    body that resumes from rows reaches a different number of them each time it runs. A lost
-    enqueue (a crash between a step's record and this) is found by the supervisor."""
-    await asyncio.create_task(
-        enqueue_segment(run_task, task_id, segment), context=contextvars.Context()
-    )
 
 
 def segment_of(workflow: str | None) -> int | None:

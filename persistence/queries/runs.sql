@@ -46,20 +46,6 @@ ORDER BY name::integer
 -- name: trace_context
 SELECT trace_context FROM tasks WHERE id = %(task_id)s
 
--- name: rounds_recorded
--- The re-verification rounds a segment of the run has recorded, and the one recorded last if
--- it is the task's last record: a run that resumes from rows replays that round rather than
--- run a new one at the same point. A record is one transaction, so its effect and its
--- transitions share a transaction id (xmin; record_step has no subtransactions).
-WITH rounds AS (
-    SELECT e.key, e.xmin::text AS xid, e.completed_at FROM effects e
-    WHERE e.task_id = %(task_id)s AND starts_with(e.key, %(prefix)s) AND e.status = 'completed'
-)
-SELECT (SELECT count(*) FROM rounds) AS rounds,
-       (SELECT r.key FROM rounds r
-        WHERE r.xid = (SELECT t.xmin::text FROM transitions t WHERE t.task_id = %(task_id)s
-                       ORDER BY t.seq DESC LIMIT 1)) AS current
-
 -- name: task_state
 SELECT state FROM tasks WHERE id = %(task_id)s
 
