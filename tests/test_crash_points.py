@@ -1,7 +1,7 @@
 """Kill -9 at named points of a run (crash points in `PlanRunner`): right after a step and its
-DBOS record (`after-<step>`), after our record and before DBOS's (`inside-<step>`), and after
-a step that asks a run to start and before it is enqueued (`before-start`). The run started
-again does nothing twice, loses nothing, and still waits where a person must answer.
+DBOS record (`after-<step>`), and after our record and before DBOS's (`inside-<step>`); the
+third, `before-start`, is in tests/test_delegation.py. The run started again does nothing
+twice, loses nothing, and still waits where a person must answer.
 
 These were written for runs that resume from our rows instead of DBOS's step records (tried
 this session, not landed: docs/measured.md); the same points hold for the DBOS replay."""
@@ -20,11 +20,9 @@ from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, tool_reply
 from tests.support.processes import AgentProcess, StartAgent
 from tests.support.workflows import workflow_status
-from tests.test_delegation import SURVEY, delegations_of, sends, survey_routes
 from tests.test_pauses import (
     WAITING,
     approval,
-    data_message,
     goal_message,
     plan_with,
     request_of,
@@ -81,28 +79,6 @@ async def test_a_kill_right_after_a_step_is_recorded_does_nothing_twice(
     assert ran == {f"{task.id}:{x}:1:run": 1 for x in "abc"}
     assert rounds_of(database_url, task.id) == rounds
     assert_transitions_sound(database_url, task.id)
-
-
-async def test_a_kill_before_a_child_run_is_enqueued_still_runs_it_once(
-    start_agent: StartAgent, fake: FakeAnthropic, database_url: str, tmp_path: Path
-) -> None:
-    """The model's `delegate` made a child run and its step was recorded; the worker dies
-    before the child is enqueued. The child still runs, once, and its parent completes."""
-    fake.add(*survey_routes().entries)
-    fault = tmp_path / "fault"
-    fault.write_text("before-start")
-    server = start_agent("serve", "crash-child", **model_env(fake), A2A_AGENT_FAULT_FILE=str(fault))
-    async with a2a_client(server.url) as client:
-        task = await send(client, data_message({"plan": {"goal": "survey", "items": [SURVEY]}}))
-        done = await wait_for(client, task.id, timeout=120)
-    assert done.status.state == COMPLETED, done.status.message
-    assert not fault.exists() and "killed by signal 9" in server.log()
-    assert sends(database_url, task.id) == [(1, "completed")]
-    ((child_id, state),) = rows(
-        database_url, "SELECT id, state FROM tasks WHERE parent_id = %s", task.id
-    )
-    assert state == "completed" and delegations_of(done)[0]["child"] == child_id
-    assert_transitions_sound(database_url, child_id)
 
 
 async def test_a_kill_as_an_answer_is_applied_leaves_the_tree_alone(

@@ -29,6 +29,7 @@ from tests.support.processes import AgentProcess, StartAgent
 from tests.test_auth import make_key
 from tests.test_cli import cli
 from tests.test_pauses import data_message, request_of, text_to
+from tests.test_restart import assert_transitions_sound
 
 COMPLETED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED
 CANCELED = TaskState.TASK_STATE_CANCELED
@@ -372,24 +373,36 @@ async def test_a_crash_between_sending_and_recording_makes_one_remote_task(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "case",
+    # Killed after the child was made and before its step was recorded (the step runs again
+    # and makes no second child), or after the step and before the child was enqueued.
+    [("delegation-sent", 2), ("before-start", 1)],
+)
 async def test_a_crash_after_making_a_child_makes_one_child(
-    start_agent: StartAgent, fake: FakeAnthropic, database_url: str, tmp_path: Path
+    start_agent: StartAgent,
+    fake: FakeAnthropic,
+    database_url: str,
+    tmp_path: Path,
+    case: tuple[str, int],
 ) -> None:
+    point, sent = case
     routed = survey_routes()
     fake.add(*routed.entries)
     fault = tmp_path / "fault"
-    fault.write_text("delegation-sent")
+    fault.write_text(point)
     server = start_agent("serve", "deleg-6", **model_env(fake), A2A_AGENT_FAULT_FILE=str(fault))
     async with a2a_client(server.url) as client:
         task = await send(client, data_message({"plan": {"goal": "survey", "items": [SURVEY]}}))
         done = await wait_for(client, task.id, timeout=120)
     assert done.status.state == COMPLETED, done.status.message
     assert not fault.exists() and "killed by signal 9" in server.log()
-    assert sends(database_url, task.id) == [(2, "completed")]
+    assert sends(database_url, task.id) == [(sent, "completed")]
     ((child_id, state),) = rows(
         database_url, "SELECT id, state FROM tasks WHERE parent_id = %s", task.id
     )
     assert state == "completed" and delegations_of(done)[0]["child"] == child_id
+    assert_transitions_sound(database_url, child_id)
 
 
 async def test_canceling_the_parent_cancels_its_delegates_local_and_remote(
