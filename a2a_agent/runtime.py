@@ -294,6 +294,7 @@ class Runtime:
             system_database_url=sqlalchemy_url(conninfo),
             conninfo=conninfo,
             engine_pool_max=settings.database.pool_max,
+            stalled_after_s=settings.worker.heartbeat_timeout_s,
             application_version=APPLICATION_VERSION,
             run_worker=settings.worker.run_worker,
             worker_concurrency=settings.worker.concurrency,

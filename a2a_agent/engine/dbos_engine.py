@@ -51,6 +51,7 @@ class DbosEngine:
         system_database_url: str,
         conninfo: str,
         engine_pool_max: int,
+        stalled_after_s: float,
         application_version: str,
         run_worker: bool,
         worker_concurrency: int,
@@ -96,7 +97,9 @@ class DbosEngine:
                 # may hold of the database's connections (about twice it, plus listeners).
                 "pool_size": engine_pool_max,
                 "max_overflow": 0,
-                "creator": engine_connection_factory(conninfo),
+                # A worker silent this long has its runs taken over: a transaction of its
+                # engine left open as long (frozen inside it) ends, and its locks with it.
+                "creator": engine_connection_factory(conninfo, stalled_after_s),
             },
         }
         self._harness = harness

@@ -22,6 +22,11 @@ WHERE executor_id = %(executor_id)s AND pid = %(pid)s AND host = %(host)s
 -- name: janitor_session_timeout
 SELECT set_config('idle_in_transaction_session_timeout', %(ms)s::text, true)
 
+-- name: engine_idle_in_transaction
+-- For the engine's (DBOS's) sessions: a transaction left idle this long ends (see
+-- persistence/engine_connections.py).
+SELECT set_config('idle_in_transaction_session_timeout', %(ms)s, false)
+
 -- name: try_janitor_lock
 SELECT pg_try_advisory_xact_lock(7272002) AS locked
 
