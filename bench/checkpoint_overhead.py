@@ -445,6 +445,17 @@ def item_window(b: Bench, task_id: str, items: int) -> tuple[datetime, datetime]
     return first, last
 
 
+# A step's effect (the last part of its key) and the workflow step that records it.
+EFFECT_STEPS = {
+    "begin": "begin_attempt",
+    "run": "run_item",
+    "verify": "verify_item",
+    "precheck": "precheck_item",
+    "reverify": "reverify",
+    "finish": "finish",
+}
+
+
 def recorded_steps(b: Bench, task_id: str) -> list[tuple[str, datetime]]:
     """A run's checkpointed steps in order, as its rows hold them: a run that resumes from
     rows makes no DBOS step, and each step that moves it records one keyed effect (an item's
@@ -463,17 +474,6 @@ def recorded_steps(b: Bench, task_id: str) -> list[tuple[str, datetime]]:
             name = "begin_task"
         steps.append((name, at))
     return steps
-
-
-# A step's effect (the last part of its key) and the workflow step that records it.
-EFFECT_STEPS = {
-    "begin": "begin_attempt",
-    "run": "run_item",
-    "verify": "verify_item",
-    "precheck": "precheck_item",
-    "reverify": "reverify",
-    "finish": "finish",
-}
 
 
 def step_times(b: Bench, task_id: str, items: int) -> dict[str, Any]:

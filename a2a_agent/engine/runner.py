@@ -19,10 +19,7 @@ from dbos import DBOS, DBOSConfiguredInstance
 
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.model_turns import ModelTurns, RunStopped
-from a2a_agent.engine.segments import (
-    enqueue_segment,
-    segment_of,
-)
+from a2a_agent.engine.segments import enqueue_segment, segment_of
 from a2a_agent.harness.checks.decisions import DecisionSteps
 from a2a_agent.harness.checks.facts import FactSteps
 from a2a_agent.harness.checks.plan_harness import PlanHarness
@@ -109,7 +106,8 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             ):
                 async with self.gate.step():
                     result = (await step).as_json()
-                crash_point(self.fault, f"inside-{name}")  # tests only
+                if self.fault is not None:  # tests only
+                    crash_point(self.fault, f"inside-{name}")
                 tracing.outcome(span, result)
                 outcome = result.get("outcome")
                 log.log(
@@ -292,7 +290,8 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         # Tests only: die right after a step and its DBOS record (`after-<step>`), or after
         # one that asks runs to start and before they are enqueued (`before-start`); a step
         # killed after its own record but before DBOS's is `inside-<step>` (`_gated`).
-        crash_point(self.fault, "before-start" if starts else f"after-{step.__name__}")
+        if self.fault is not None:
+            crash_point(self.fault, "before-start" if starts else f"after-{step.__name__}")
         for task_id, segment in starts:
             await enqueue_segment(self.run_task, task_id, segment)
         if result.outcome == "stopped":
@@ -371,10 +370,10 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             if walked != "walked":
                 return walked
             break
-        wanted_check = prechecks and _plan_check(snap, lean)
-        accepted = await self._step(self.accept_task, task_id) if wanted_check else None
-        if accepted is not None and accepted.outcome == "failed":
-            return "failed"  # the plan's own check did not pass: the run ended there
+        if prechecks and _plan_check(snap, lean):
+            accepted = await self._step(self.accept_task, task_id)
+            if accepted.outcome == "failed":
+                return "failed"  # the plan's own check did not pass: the run ended there
         wanted = publishing and snap.get("publish")
         published = await self._step(self.publish, task_id) if wanted else None
         if published is not None and published.outcome == "failed":

@@ -381,8 +381,9 @@ class DecisionSteps:
         answer = decided.note or ""
         ws = self.ctx.workspace(view.task_id)
         text = f"# {item.title}\n\n{item.ask}\n\n## Answer\n\n{answer}\n"
-        # Written once: a run that resumes from rows comes back here after later steps, and
-        # writing it again would change the tree those steps recorded (a restore, a restart).
+        # Written once: killed after this step's record and before the engine's, the step
+        # runs again, and writing the file again would change the tree the record holds (the
+        # next check would restore the checkpoint and restart the item).
         key = effect_key(view.task_id, f"decide.{decided.id}")
         if not recorded(await self.ctx.view(view.task_id, key=key)):
             overwrite_within(ws.root, answer_path(item.item_id), text)
