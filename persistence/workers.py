@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -34,6 +36,21 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
+# A process killed a moment ago may not have finished exiting (a large process under load took
+# longer than a restart that forks from a warm parent): a claim held by a live process of
+# this host waits this long for it to go before it is refused.
+EXITING_S = 3.0
+
+
+async def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _pid_alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
 class WorkerRegistry:
     def __init__(self, pool: Pool, me: WorkerIdentity, timeout_s: float) -> None:
         self._pool = pool
@@ -51,6 +68,16 @@ class WorkerRegistry:
 
     async def register(self) -> None:
         """Claim our executor id; refuse it while another live process holds it."""
+        async with read(self._pool) as conn:
+            cur = await conn.execute(q("get_worker"), self._params())
+            held = await cur.fetchone()
+        if (
+            held is not None
+            and held["fresh"]
+            and held["host"] == self.me.host
+            and held["pid"] != self.me.pid
+        ):
+            await _gone_within(held["pid"], EXITING_S)
         async with transaction(self._pool) as conn:
             cur = await conn.execute(q("get_worker"), self._params())
             row = await cur.fetchone()
