@@ -63,6 +63,7 @@ from persistence.push import PostgresPushStore
 from persistence.replies import PostgresReplyStore
 from persistence.runs import PostgresRunStore
 from persistence.secrets import SecretBox
+from persistence.starts import PostgresStartStore
 from persistence.tasks import PostgresTaskStore
 from persistence.watch import PostgresWatchdogStore
 from persistence.workers import WorkerIdentity, WorkerRegistry
@@ -283,6 +284,7 @@ class Runtime:
         settings, conninfo = self.settings, self.conninfo
         return DbosEngine(
             store=PostgresWatchdogStore(self.pool),
+            starts=PostgresStartStore(self.pool),
             harness=self.harness,
             work=self.work,
             decisions=self.decisions,

@@ -953,6 +953,10 @@ BEGIN
             'charged', true),  -- metadata.budget from the start
         0,
         0);
+    IF v_rejection IS NULL THEN
+        -- The door does not enqueue the run: a worker's starter does, woken by this.
+        PERFORM pg_notify('a2a_runs_submitted', v_id);
+    END IF;
     RETURN jsonb_build_object('task', task_json(v_id), 'repeated', false,
                               'digest_matches', true);
 END

@@ -18,6 +18,8 @@ CHANNEL = "a2a_task_events"
 # Only the tasks that have an active push config: what a deliverer of its own listens to, so
 # it is not woken by every step of every run (functions.sql, apply_task_change).
 PUSH_CHANNEL = "a2a_push_events"
+# A task was sent whose run a worker must enqueue (functions.sql, create_task; RunStarter).
+RUNS_CHANNEL = "a2a_runs_submitted"
 TICK_S = 1.0
 
 

@@ -277,8 +277,7 @@ class AgentRequestHandler(FollowUpMethods, TaskStreamMethods, PushConfigMethods,
             return row, {"retry": retry}
         if inline is not None:
             await self._register(row.task_id, caller, inline, from_seq=0, protocol=protocol)
-        if row.state == "submitted":
-            await self.engine.start(row.task_id)
+        # Its run is not enqueued here: a worker's starter does that (engine/starter.py).
         return row, None
 
     async def _within_active_limit(self, caller: str, message_id: str) -> None:

@@ -13,6 +13,7 @@ from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.retention import Pruner, Retention
 from a2a_agent.engine.runner import PlanRunner
 from a2a_agent.engine.segments import RUN_QUEUE, enqueue_segment, workflow_id
+from a2a_agent.engine.starter import RunStarter
 from a2a_agent.engine.supervisor import Supervisor
 from a2a_agent.harness.checks.decisions import DecisionSteps
 from a2a_agent.harness.checks.facts import FactSteps
@@ -22,7 +23,9 @@ from a2a_agent.harness.model.model_work import ModelWork
 from a2a_agent.watched import watch
 from persistence.engine_connections import engine_connection_factory
 from persistence.errors import StoreError
+from persistence.notify import RUNS_CHANNEL, TaskNotifier
 from persistence.replies import ReplyStore
+from persistence.starts import StartStore
 from persistence.watch import WatchdogStore
 from persistence.workers import WorkerRegistry
 
@@ -41,6 +44,7 @@ class DbosEngine:
         self,
         *,
         store: WatchdogStore,
+        starts: StartStore,
         harness: PlanHarness,
         work: ModelWork,
         decisions: DecisionSteps,
@@ -73,6 +77,10 @@ class DbosEngine:
         self._queue_poll_s = queue_poll_s
         self._shutdown_grace_s = shutdown_grace_s
         self._supervisor_task: asyncio.Task[None] | None = None
+        self._starter_task: asyncio.Task[None] | None = None
+        # Wakes this worker's starter when a task is sent (the door does not enqueue runs).
+        self._sent = TaskNotifier(conninfo, channel=RUNS_CHANNEL)
+        self.starter = RunStarter(starts, self.start, self._sent, look_every_s=reconcile_interval_s)
         self.gate = StepGate()
         # DBOS is a process-wide object: it is made at launch, not here, so building the app
         # (and the engine) has no global side effect until the lifespan starts it.
@@ -149,13 +157,19 @@ class DbosEngine:
             self.supervisor.run_forever(), name="supervisor"
         )
         watch(self._supervisor_task, "the supervisor (heartbeats, janitor, watchdog)")
+        if self._run_worker:
+            watch(await self._sent.start(), "the listener for tasks sent")
+            self._starter_task = asyncio.create_task(self.starter.run_forever(), name="run-starter")
+            watch(self._starter_task, "the run starter")
 
     async def shutdown(self) -> None:
         """Stop taking steps, let those in flight finish (bounded), hand over, stop DBOS."""
-        if self._supervisor_task is not None:
-            self._supervisor_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor_task
+        for task in (self._supervisor_task, self._starter_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await self._sent.stop()
         finished = await self.gate.drain(self._shutdown_grace_s)
         if not finished:
             log.warning(

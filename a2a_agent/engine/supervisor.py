@@ -125,9 +125,7 @@ class Supervisor:
                 log.error("could not stop task %s: %s", task_id, exc)
         await self.expire_requests()
         if reconcile:
-            # A task stored as submitted whose enqueue was lost (crash after the commit).
-            for task_id in await self.store.submitted_task_ids(self.reconcile_interval_s):
-                await self.start_run(task_id, 0)
+            # (A task sent whose run was not enqueued yet is the starter's: engine/starter.py.)
             # A wait that ended (reply, expiry, cancel) whose next segment was not enqueued.
             for task_id, segment in await self.store.segments_to_start(self.reconcile_interval_s):
                 await self.start_run(task_id, segment)

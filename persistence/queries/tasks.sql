@@ -69,14 +69,27 @@ FROM tasks
 WHERE owner = %(owner)s AND state IN ('submitted', 'working', 'input_required', 'auth_required')
 
 -- name: queued_ahead
--- How many runs wait in the run queue ahead of this task's first segment; no row when that
--- segment is no longer waiting (a worker took it).
+-- How many runs wait ahead of this task's first segment; no row once that segment is no longer
+-- waiting (a worker took it). A task a worker has not enqueued yet (`unstarted_tasks`) waits
+-- behind every run in the queue and every such task sent before it.
+WITH mine AS (
+    SELECT t.created_at, w.created_at AS enqueued_at, w.queue_name
+    FROM tasks t LEFT JOIN dbos.workflow_status w ON w.workflow_uuid = t.id
+    WHERE t.id = %(task_id)s AND t.state = 'submitted'
+      AND (w.workflow_uuid IS NULL OR w.status = 'ENQUEUED')
+)
 SELECT (SELECT count(*)
         FROM dbos.workflow_status w
-        WHERE w.queue_name = mine.queue_name AND w.status = 'ENQUEUED'
-          AND w.created_at < mine.created_at) AS ahead
-FROM dbos.workflow_status mine
-WHERE mine.workflow_uuid = %(task_id)s AND mine.status = 'ENQUEUED'
+        WHERE w.status = 'ENQUEUED'
+          AND (mine.enqueued_at IS NULL
+               OR (w.queue_name = mine.queue_name AND w.created_at < mine.enqueued_at)))
+     + CASE WHEN mine.enqueued_at IS NOT NULL THEN 0
+            ELSE (SELECT count(*)
+                  FROM tasks t
+                  WHERE t.state = 'submitted' AND t.created_at < mine.created_at
+                    AND NOT EXISTS (SELECT 1 FROM dbos.workflow_status w
+                                    WHERE w.workflow_uuid = t.id)) END AS ahead
+FROM mine
 
 -- name: task_created_at
 -- When an owner's task was submitted (the MCP door's `createdAt`).

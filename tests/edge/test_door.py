@@ -123,7 +123,7 @@ async def test_every_refusal_at_the_door_is_a_protocol_error_object(  # noqa: PL
     v03 = "A2A-Version" not in sent
     expected = code if not v03 or code != -32009 else -32603  # 0.3 has no -32009
     assert_jsonrpc_error(answer, expected, v03=v03, says=says)
-    assert not app.engine.started  # nothing got as far as a run
+    assert not await app.runs_to_start()  # nothing got as far as a run
 
 
 JSON_TYPE = "application/json"
@@ -169,7 +169,7 @@ async def test_a_file_of_a_type_the_card_does_not_list(door: tuple[InProcess, st
                  "parts": [part03]}  # fmt: skip
     old = await rpc(app, key, "message/send", {"message": message03})
     assert_jsonrpc_error(old, -32005, v03=True, says="x-unsupported-tck-type")
-    assert not app.engine.started
+    assert not await app.runs_to_start()
 
 
 async def test_bodyless_posts_and_the_retry_that_adds_a_push_config(
@@ -180,7 +180,7 @@ async def test_bodyless_posts_and_the_retry_that_adds_a_push_config(
                "parts": [plan_part(quick_item())]}  # fmt: skip
     params: dict[str, Any] = {"message": message, "configuration": {"returnImmediately": True}}
     first = (await rpc(app, key, "SendMessage", params, **V10)).json()["result"]["task"]
-    assert app.engine.started == [(first["id"], 0)]
+    assert await app.runs_to_start() == [first["id"]]
     hook = {"url": "http://127.0.0.1:9/a2a", "id": "retry-hook"}
     params["configuration"]["taskPushNotificationConfig"] = hook
     again = (await rpc(app, key, "SendMessage", params, **V10)).json()["result"]["task"]
@@ -188,7 +188,7 @@ async def test_bodyless_posts_and_the_retry_that_adds_a_push_config(
                                                         "outcome": "registered"}  # fmt: skip
     third = (await rpc(app, key, "SendMessage", params, **V10)).json()["result"]["task"]
     assert third["metadata"]["retry"]["pushConfig"]["outcome"] == "alreadyRegistered"
-    assert app.engine.started == [(first["id"], 0)]  # a retry starts nothing again
+    assert await app.runs_to_start() == [first["id"]]  # a retry makes no second run
     # The SDK's REST client cancels (and resubscribes) with a POST without body or type.
     canceled = await app.http.post(f"/tasks/{first['id']}:cancel", headers={**auth(key), **V10})
     assert canceled.status_code == 200, canceled.text
@@ -231,7 +231,7 @@ async def test_0_3_calls_through_scopes_and_the_idempotent_message_id(
     assert_jsonrpc_error(reused, -32602, v03=True, says="already used for a different message")
     got = (await rpc(app, key, "tasks/get", {"id": first["id"]})).json()["result"]
     assert got["kind"] == "task" and got["id"] == first["id"]
-    assert app.engine.started == [(first["id"], 0)]
+    assert await app.runs_to_start() == [first["id"]]
     assert BASE_URL.startswith("http://127.0.0.1")
 
 

@@ -1,6 +1,7 @@
 """The app in the test's own process: the real edge, stores and PostgreSQL, with a recording
 fake in place of the run engine (no DBOS, no worker, no server process). For behaviour of
-the door and the handler that needs no run: a task is stored and its start recorded."""
+the door and the handler that needs no run: a task is stored, and what a worker's starter
+would enqueue, or the edge asked of the engine (a segment, a cancel), is recorded."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from starlette.applications import Starlette
 from a2a_agent.app import create_app
 from a2a_agent.runtime import Runtime
 from a2a_agent.settings import Settings
+from persistence.starts import PostgresStartStore
 
 BASE_URL = "http://127.0.0.1:8000"
 
@@ -46,6 +48,17 @@ class InProcess:
     app: Starlette
     engine: RecordingEngine
     runtime: Runtime
+
+    async def runs_to_start(self) -> list[str]:
+        """The tasks whose run a worker's starter would enqueue now, oldest first (read
+        through the starter's own query, enqueueing nothing: no workflow is made here)."""
+        found: list[str] = []
+
+        async def note(task_id: str) -> None:
+            found.append(task_id)
+
+        await PostgresStartStore(self.runtime.pool).start_unstarted(note, 10_000)
+        return found
 
 
 @asynccontextmanager
