@@ -56,10 +56,13 @@ MODEL_NOT_AVAILABLE = (
 def message_digest(message: Message) -> str:
     """What a message says, as a hash: the same for a retry of it, whatever ids the service
     filled in (taskId, contextId)."""
-    content = message_to_json(message)
-    for filled in ("taskId", "contextId", "messageId"):
-        content.pop(filled, None)
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return digest_of(message_to_json(message))
+
+
+def digest_of(content: dict[str, Any]) -> str:
+    """`message_digest` of a message already in its JSON form (which is left as it is)."""
+    said = {k: v for k, v in content.items() if k not in ("taskId", "contextId", "messageId")}
+    return hashlib.sha256(json.dumps(said, sort_keys=True).encode()).hexdigest()
 
 
 def nul_in(value: Any, where: str) -> str | None:
@@ -220,16 +223,17 @@ class Intake:
                 'a continuation ({"continue": true}) names exactly one earlier task in '
                 f"referenceTaskIds; this message names {len(refs)}"
             )
+        first = message_to_json(message)
         return NewTask(
             task_id=task_id,
             owner=owner,
             context_id=context_id,
             goal="",
-            first_message=message_to_json(message),
+            first_message=first,
             items=[],
             budget=effective_limits(data.get("budget"), self.budget_defaults, self.budget_caps),
             message_id=message.message_id,
-            digest=message_digest(message),
+            digest=digest_of(first),
             policy=policy,
             continue_from=refs[0],
         )
@@ -278,9 +282,10 @@ class Intake:
                 policy=policy,
             )
         budget = effective_limits(raw_budget, self.budget_defaults, self.budget_caps)
-        message_id, digest = message.message_id, message_digest(message)
-        text = "\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
+        # One conversion for both: a message of many parts costs one walk, not two.
         first = message_to_json(message)
+        message_id, digest = message.message_id, digest_of(first)
+        text = "\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
         if raw_plan is None:
             if not text.strip():
                 raise PlanError("the message has no text and no plan; say what to do")
