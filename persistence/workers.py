@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 from persistence.db import Pool, read, transaction
 from persistence.errors import Conflict
@@ -66,26 +67,25 @@ class WorkerRegistry:
             "timeout_s": self.timeout_s,
         }
 
+    def _held_by_another(self, row: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
+        """The claim read is live and is not this process's."""
+        return (
+            row is not None
+            and bool(row["fresh"])
+            and (row["host"], row["pid"]) != (self.me.host, self.me.pid)
+        )
+
     async def register(self) -> None:
         """Claim our executor id; refuse it while another live process holds it."""
         async with read(self._pool) as conn:
             cur = await conn.execute(q("get_worker"), self._params())
             held = await cur.fetchone()
-        if (
-            held is not None
-            and held["fresh"]
-            and held["host"] == self.me.host
-            and held["pid"] != self.me.pid
-        ):
+        if self._held_by_another(held) and held["host"] == self.me.host:
             await _gone_within(held["pid"], EXITING_S)
         async with transaction(self._pool) as conn:
             cur = await conn.execute(q("get_worker"), self._params())
             row = await cur.fetchone()
-            if (
-                row is not None
-                and row["fresh"]
-                and (row["host"], row["pid"]) != (self.me.host, self.me.pid)
-            ):
+            if self._held_by_another(row):
                 same_host_dead = row["host"] == self.me.host and not _pid_alive(row["pid"])
                 if not same_host_dead:
                     raise Conflict(
