@@ -22,12 +22,13 @@ from tests.persistence.rows import made, new_task, rows
 
 class Enqueuer:
     """Stands in for DBOS's enqueue: the workflow row it makes, in a transaction of its own,
-    as DBOS does; every call is counted."""
+    as DBOS does; every call is counted (`calls`), and every enqueue made (`made`)."""
 
     def __init__(self, database_url: str, *, pause_s: float = 0.0) -> None:
         self.database_url = database_url
         self.pause_s = pause_s
         self.calls: list[str] = []
+        self.made: list[str] = []
         self.fail_next = False
 
     async def __call__(self, task_id: str) -> None:
@@ -42,6 +43,7 @@ class Enqueuer:
                 " VALUES (%s, 'ENQUEUED', 'a2a-runs') ON CONFLICT DO NOTHING",
                 (task_id,),
             )
+        self.made.append(task_id)
 
 
 async def test_two_starters_enqueue_every_task_once_oldest_first(
@@ -109,10 +111,10 @@ async def test_a_starter_is_woken_by_a_send(pool: Pool, database_url: str) -> No
         await asyncio.sleep(0.3)  # its first look (nothing) is done, and it is listening
         task_id = await made(pool, 1)
         deadline = time.monotonic() + 10
-        while not enqueue.calls:
+        while not enqueue.made:  # made, not only begun: the starter is stopped below
             assert time.monotonic() < deadline, "the send did not wake the starter"
             await asyncio.sleep(0.01)
-        assert enqueue.calls == [task_id]
+        assert enqueue.calls == enqueue.made == [task_id]
     finally:
         starter.cancel()
         await asyncio.gather(starter, return_exceptions=True)
