@@ -108,7 +108,17 @@ async def test_a_starter_is_woken_by_a_send(pool: Pool, database_url: str) -> No
         RunStarter(PostgresStartStore(pool), enqueue, wakes, look_every_s=3600).run_forever()
     )
     try:
-        await asyncio.sleep(0.3)  # its first look (nothing) is done, and it is listening
+        # Listening, and the look its connecting woke is done: only the send's NOTIFY can
+        # wake it now.
+        deadline = time.monotonic() + 10
+        while not await rows(
+            pool,
+            "SELECT 1 FROM pg_stat_activity WHERE query = %s",
+            f'LISTEN "{RUNS_CHANNEL}"',
+        ):
+            assert time.monotonic() < deadline, "the starter's listener never listened"
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
         task_id = await made(pool, 1)
         deadline = time.monotonic() + 10
         while not enqueue.made:  # made, not only begun: the starter is stopped below
