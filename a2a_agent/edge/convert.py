@@ -1,9 +1,10 @@
-"""Conversions between our stored records and A2A 1.0 protobuf types."""
+"""Our stored records as A2A 1.0 protobuf types, for the SDK's routes and our streams: each
+made from its JSON view (task_view.py, where what a caller reads of a task is decided), by
+the protocol's shapes alone; and messages to and from JSON."""
 
 from __future__ import annotations
 
 import base64
-from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from a2a.types.a2a_pb2 import (
@@ -18,28 +19,17 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from google.protobuf.json_format import MessageToDict, ParseDict
-from google.protobuf.struct_pb2 import Struct, Value
-from google.protobuf.timestamp_pb2 import Timestamp
+from google.protobuf.struct_pb2 import NullValue, Value
 
+from a2a_agent.edge.task_view import STATE_NAMES, artifact_json, status_json, task_json
 from a2a_agent.whole_numbers import keep_whole_numbers
-from a2a_agent.wire import to_wire
 from persistence.records import JSON, TaskRow
 
 # Every task, event and DataPart we convert goes to JSON through protobuf's printer, which
 # would write each count as a float; every process that converts imports this module.
 keep_whole_numbers()
 
-STATES = (
-    "submitted",
-    "working",
-    "input_required",
-    "auth_required",
-    "completed",
-    "failed",
-    "canceled",
-    "rejected",
-)
-STATE_TO_PROTO: dict[str, str] = {state: f"TASK_STATE_{state.upper()}" for state in STATES}
+STATE_TO_PROTO: dict[str, str] = STATE_NAMES
 PROTO_TO_STATE: dict[int, str] = {TaskState.Value(v): k for k, v in STATE_TO_PROTO.items()}
 FINAL_STATES = frozenset(
     {"completed", "failed", "canceled", "rejected", "input_required", "auth_required"}
@@ -54,120 +44,80 @@ def message_from_json(data: JSON) -> Message:
     return cast(Message, ParseDict(data, Message(), ignore_unknown_fields=True))
 
 
-def _timestamp(at: datetime | str) -> Timestamp:
-    ts = Timestamp()
-    if isinstance(at, str):
-        ts.FromJsonString(at.replace("+00:00", "Z") if at.endswith("+00:00") else at)
+def _into(target: Value, data: Any) -> None:
+    """`target` set to JSON `data` (a Struct or ListValue filled by protobuf's own helpers)."""
+    if isinstance(data, dict):
+        target.struct_value.update(data)
+    elif isinstance(data, list):
+        target.list_value.extend(data)
+    elif data is None:
+        target.null_value = NullValue.NULL_VALUE
+    elif isinstance(data, bool):
+        target.bool_value = data
+    elif isinstance(data, int | float):
+        target.number_value = data
     else:
-        ts.FromDatetime(at)
-    return ts
+        target.string_value = str(data)
 
 
-def _status_message(
-    task_id: str, context_id: str, text: str | None, data: JSON | None = None
-) -> Message | None:
-    """The status message: its text, and a DataPart when the status carries data (a pending
-    request: {"approvalRequest": {...}})."""
-    if not text and not data:
-        return None
-    parts = [Part(text=text)] if text else []
-    if data:
-        parts.append(_data_part(to_wire(data)))
-    return Message(
-        message_id=f"{task_id}-status",
-        context_id=context_id,
-        task_id=task_id,
-        role=Role.ROLE_AGENT,
-        parts=parts,
-    )
+def _part(data: JSON) -> Part:
+    part = Part()
+    if "text" in data:
+        part.text = data["text"]
+    elif "raw" in data:
+        part.raw = base64.b64decode(data["raw"])
+    elif "url" in data:
+        part.url = data["url"]
+    elif "data" in data:
+        _into(part.data, data["data"])
+    if "metadata" in data:
+        part.metadata.update(data["metadata"])
+    if "filename" in data:
+        part.filename = data["filename"]
+    if "mediaType" in data:
+        part.media_type = data["mediaType"]
+    return part
 
 
-def _data_part(payload: JSON) -> Part:
-    value = Value()
-    value.struct_value.update(payload)
-    return Part(data=value, media_type="application/json")
-
-
-def plan_artifact(plan: JSON) -> Artifact:
-    return Artifact(
-        artifact_id="plan",
-        name="plan",
-        description="The plan with each item's status, attempts, verification evidence and commit.",
-        parts=[_data_part({"plan": to_wire(plan)})],
-    )
-
-
-def report_artifact(report: JSON) -> Artifact:
-    # The result files are artifacts of their own; the report lists them without their bytes.
-    outputs = [{k: v for k, v in o.items() if k != "inline"} for o in report.get("outputs") or []]
-    shown = {**report, "outputs": outputs} if outputs else report
-    return Artifact(
-        artifact_id="report",
-        name="final-report",
-        description="What was done, what passed and what remains.",
-        parts=[Part(text=str(report.get("summary", ""))), _data_part({"report": to_wire(shown)})],
-    )
-
-
-OUTPUT_DESCRIPTIONS = {
-    "diff": "The run's changes against its start commit (git apply).",
-    "bundle": "The run's commits as a git bundle (git fetch from it).",
-    "files": "The files the run changed, with their sizes.",
-}
-
-
-def output_artifact(output: JSON) -> Artifact:
-    """A result of the run: a file inline (small) or by URL (its owner's key fetches it), or
-    the list of files changed."""
-    name = str(output.get("name"))
-    if output.get("files") is not None:
-        parts = [_data_part({"files": to_wire(output["files"]), "base": output.get("base"),
-                             "head": output.get("head")})]  # fmt: skip
-    elif output.get("inline") is not None:
-        body = base64.b64decode(str(output["inline"]))
-        parts = [Part(raw=body, filename=str(output["filename"]), media_type=output["media_type"])]
-    else:
-        parts = [
-            Part(url=str(output["url"]), filename=str(output["filename"]),
-                 media_type=str(output["media_type"]))
-        ]  # fmt: skip
+def _artifact(data: JSON) -> Artifact:
     artifact = Artifact(
-        artifact_id=name,
-        name=name,
-        description=OUTPUT_DESCRIPTIONS.get(name, ""),
-        parts=parts,
+        artifact_id=data["artifactId"],
+        name=data.get("name", ""),
+        description=data.get("description", ""),
+        parts=[_part(p) for p in data["parts"]],
     )
-    about = {k: output[k] for k in ("size", "sha256", "url", "base", "head", "prerequisite")
-             if output.get(k) is not None}  # fmt: skip
-    if about:
-        artifact.metadata.update(about)
+    if "metadata" in data:
+        artifact.metadata.update(data["metadata"])
     return artifact
 
 
+def _status(data: JSON) -> TaskStatus:
+    status = TaskStatus(state=TaskState.Value(data["state"]))
+    if (said := data.get("message")) is not None:
+        status.message.CopyFrom(
+            Message(
+                message_id=said["messageId"],
+                context_id=said["contextId"],
+                task_id=said["taskId"],
+                role=Role.Value(said["role"]),
+                parts=[_part(p) for p in said["parts"]],
+            )
+        )
+    status.timestamp.FromJsonString(data["timestamp"])
+    return status
+
+
 def to_task(row: TaskRow, history_length: int | None) -> Task:
-    status = TaskStatus(state=STATE_TO_PROTO[row.state], timestamp=_timestamp(row.status_at))
-    message = _status_message(row.task_id, row.context_id, row.status_text, row.status_data)
-    if message is not None:
-        status.message.CopyFrom(message)
-    history = row.history
-    if history_length is not None:
-        history = history[-history_length:] if history_length > 0 else []
+    """The row's Task for the SDK's routes: its JSON view (task_view.py), as protobuf."""
+    view = task_json(row, history_length)
     task = Task(
-        id=row.task_id,
-        context_id=row.context_id,
-        status=status,
-        history=[message_from_json(m) for m in history],
+        id=view["id"],
+        context_id=view["contextId"],
+        status=_status(view["status"]),
+        artifacts=[_artifact(a) for a in view.get("artifacts", ())],
+        history=[message_from_json(m) for m in view.get("history", ())],
     )
-    if row.plan is not None:
-        task.artifacts.append(plan_artifact(row.plan))
-    if row.report is not None:
-        task.artifacts.append(report_artifact(row.report))
-        for output in row.report.get("outputs") or []:
-            task.artifacts.append(output_artifact(output))
-    # The task's generation: the number of its last event, which a long poll waits past.
-    metadata = Struct()
-    metadata.update({**to_wire(row.metadata or {}), "generation": row.event_seq})
-    task.metadata.CopyFrom(metadata)
+    task.metadata.update(view["metadata"])
     return task
 
 
@@ -177,26 +127,21 @@ def to_event(
     """One stored event as the A2A stream event a subscriber (or a webhook) receives."""
     kind = body.get("kind")
     if kind == "status":
-        status = TaskStatus(
-            state=STATE_TO_PROTO[str(body["state"])], timestamp=_timestamp(str(body["at"]))
+        status = status_json(
+            task_id,
+            context_id,
+            str(body["state"]),
+            str(body["at"]),
+            text=body.get("text"),
+            data=body.get("data"),
         )
-        message = _status_message(task_id, context_id, body.get("text"), body.get("data"))
-        if message is not None:
-            status.message.CopyFrom(message)
-        return TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
+        return TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=_status(status))
     if kind == "artifact" and body.get("data") is not None:
-        data: Any = body["data"]
-        name = body.get("name")
-        if name == "plan":
-            artifact = plan_artifact(data)
-        elif name == "report":
-            artifact = report_artifact(data)
-        else:
-            artifact = output_artifact(data)
+        artifact = artifact_json(body.get("name"), body["data"])
         return TaskArtifactUpdateEvent(
             task_id=task_id,
             context_id=context_id,
-            artifact=artifact,
+            artifact=_artifact(artifact),
             append=False,
             last_chunk=True,
         )
