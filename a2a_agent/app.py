@@ -26,6 +26,7 @@ from a2a_agent.edge.card import (
     tool_schemas,
 )
 from a2a_agent.edge.fast_reads import FastReads
+from a2a_agent.edge.fast_sends import FastSends
 from a2a_agent.edge.files import file_routes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.intake import Intake, SmallestCall
@@ -180,7 +181,7 @@ def create_app(
     ]
     # The door, outermost first: the Host check, the key (before anything reads the body),
     # the body's type, the request's limits (which read the body once and hand it on), then
-    # the stream ids, the long poll's wait and the fast GetTask.
+    # the stream ids, the long poll's wait, the short reads and the short send.
     middleware = [
         Middleware(
             TrustedHosts, allowed_hosts=settings.server.host_names, jsonrpc_path=JSONRPC_PATH
@@ -197,6 +198,7 @@ def create_app(
         Middleware(ResumableStreams, ping_s=settings.server.stream_ping_s),
         Middleware(LongPoll, handler=handler, path=JSONRPC_PATH),
         Middleware(FastReads, handler=handler, path=JSONRPC_PATH),
+        Middleware(FastSends, handler=handler, path=JSONRPC_PATH),
     ]
     not_routed = not_routed_handler(JSONRPC_PATH)
     app = Starlette(

@@ -332,9 +332,9 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
-async def read_small(receive: Receive) -> tuple[bytes, bool, Message | None]:
-    """The body read so far; whether it is whole (small and complete); and a message that
-    came instead of more body (a disconnect), to hand on."""
+async def read_small(receive: Receive, limit: int = MAX_BODY) -> tuple[bytes, bool, Message | None]:
+    """The body read so far; whether it is whole (at most `limit` bytes, and complete); and
+    a message that came instead of more body (a disconnect), to hand on."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -346,7 +346,7 @@ async def read_small(receive: Receive) -> tuple[bytes, bool, Message | None]:
         size += len(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks), True, None
-        if size > MAX_BODY:
+        if size > limit:
             return b"".join(chunks), False, None
 
 

@@ -209,7 +209,7 @@ class AgentRequestHandler(FollowUpMethods, TaskStreamMethods, PushConfigMethods,
 
     # ---- writes ------------------------------------------------------------------------
 
-    async def _submit(
+    async def submit(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> tuple[TaskRow, JSON | None]:
         """Validate and store a message: a new task, or a follow-up to one. A messageId this
@@ -313,7 +313,7 @@ class AgentRequestHandler(FollowUpMethods, TaskStreamMethods, PushConfigMethods,
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
-        row, said = await self._submit(params, context)
+        row, said = await self.submit(params, context)
         config = params.configuration
         history = config.history_length if config.HasField("history_length") else None
         if not config.return_immediately and row.state not in FINAL_STATES:

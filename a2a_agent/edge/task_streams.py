@@ -58,7 +58,7 @@ class TaskStreamMethods:
     async def _load(self, task_id: str, owner: str) -> TaskRow:
         raise NotImplementedError  # the handler's
 
-    async def _submit(
+    async def submit(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> tuple[TaskRow, JSON | None]:
         raise NotImplementedError  # the handler's
@@ -66,7 +66,7 @@ class TaskStreamMethods:
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        row, said = await self._submit(params, context)
+        row, said = await self.submit(params, context)
         yield with_event_id(with_said(to_task(row, None), said), row.task_id, row.event_seq)
         if row.state in FINAL_STATES:
             return  # a retry of a message whose task already ended or waits for input

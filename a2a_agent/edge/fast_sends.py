@@ -1,0 +1,115 @@
+"""A new task's SendMessage, the plain case, without the SDK's per-request dispatch.
+
+An orchestrator that delegates sends many new tasks and polls them; the polls take the short
+read path (fast_reads.py), and this is the same for the send: a JSON-RPC `SendMessage` at
+A2A 1.0 that starts a new task (no `taskId`) and asks for the task back at once
+(`returnImmediately`). It is checked and stored by the handler's own `on_message_send`,
+with the call context the SDK would build, and answered with the same JSON-RPC bytes the
+SDK's route writes (the task as the one view of it, `task_view.py`, makes). Everything else
+goes the long way unchanged: a blocking send, a follow-up, an inline push config, a streaming
+call, other versions, and every error, so each error's code and message stay the SDK's own
+(the long way checks the message again and gives it; nothing was stored).
+tests/edge/test_fast_sends.py holds the two paths to the same answers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from a2a.types import SendMessageRequest
+from a2a.utils.errors import A2AError
+from google.protobuf.json_format import ParseDict, ParseError
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from a2a_agent.edge.fast_reads import PLAIN_JSON, V10, _header, _respond, read_small, replay
+from a2a_agent.edge.handler import AgentRequestHandler
+from a2a_agent.edge.task_view import reply_bytes, task_json, value
+from persistence.errors import StoreError
+
+MAX_BODY = 256 * 1024  # a plan of many items; larger sends go the long way
+METHOD = "SendMessage"
+RPC_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+PARAMS_KEYS = frozenset({"message", "configuration", "metadata"})
+# What a configuration may hold here; an inline push config, for one, goes the long way.
+CONFIG_KEYS = frozenset({"returnImmediately", "historyLength", "acceptedOutputModes"})
+
+
+class FastSends:
+    """ASGI middleware: stores and answers a new task's plain SendMessage (see above);
+    passes everything else on."""
+
+    def __init__(self, app: ASGIApp, handler: AgentRequestHandler, path: str = "/") -> None:
+        self.app = app
+        self.handler = handler
+        self.path = path
+        self._contexts = DefaultServerCallContextBuilder()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or scope["path"] != self.path
+            or _header(scope, b"a2a-version") != V10
+        ):
+            await self.app(scope, receive, send)
+            return
+        body, whole, extra = await read_small(receive, MAX_BODY)
+        answer = await self._answer(scope, body) if whole and METHOD.encode() in body else None
+        if answer is None:
+            await self.app(scope, replay(body, whole, extra, receive), send)
+            return
+        await _respond(send, answer, PLAIN_JSON)
+
+    async def _answer(self, scope: Scope, body: bytes) -> bytes | None:
+        call = _plain_send(body)
+        if call is None:
+            return None
+        request_id, params = call
+        try:
+            # As the SDK's route parses it (unknown fields ignored, for forward compatibility).
+            request = ParseDict(params, SendMessageRequest(), ignore_unknown_fields=True)
+        except (ParseError, ValueError, TypeError):
+            return None
+        if request.message.task_id:
+            return None  # a follow-up: the long way (follow_ups.py)
+        context = self._contexts.build(Request(scope))
+        context.state["method"] = METHOD
+        context.state["request_id"] = request_id
+        try:
+            row, said = await self.handler.submit(request, context)
+        except (A2AError, StoreError):
+            # Refused before anything was stored (or a retry whose answer is an error): the
+            # SDK's route checks it again and says why, in its own words and code.
+            return None
+        config = request.configuration
+        history = config.history_length if config.HasField("history_length") else None
+        task = task_json(row, history)
+        if said:
+            task["metadata"].update(value(said))  # as `with_said` does to the Task
+        return reply_bytes(request_id, task)
+
+
+def _plain_send(body: bytes) -> tuple[str | int, dict[str, Any]] | None:
+    """A plain JSON-RPC SendMessage that asks for its task at once: its id and params."""
+    try:
+        call = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(call, dict) or call.get("jsonrpc") != "2.0" or set(call) - RPC_KEYS:
+        return None
+    request_id, params = call.get("id"), call.get("params")
+    if call.get("method") != METHOD or not isinstance(params, dict):
+        return None
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    config = params.get("configuration")
+    if set(params) - PARAMS_KEYS or not isinstance(params.get("message"), dict):
+        return None
+    if not isinstance(config, dict) or set(config) - CONFIG_KEYS:
+        return None
+    if config.get("returnImmediately") is not True:
+        return None  # a blocking send waits for its task: the long way (task_streams.py)
+    return request_id, params
