@@ -7,6 +7,7 @@ Input from callers is refused at the edge instead (see `a2a_agent.edge.intake`).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -34,8 +35,16 @@ def safe_value(value: Any) -> Any:
     return value
 
 
+def storable_json(value: Any) -> str:
+    """`value` as JSON text PostgreSQL's jsonb takes. Most values hold no NUL, and JSON writes
+    one as the six characters `\\u0000` (any other text holding them is an escaped backslash
+    before them): only a value whose text holds those is walked and written again."""
+    text = json.dumps(value, separators=(",", ":"))
+    return json.dumps(safe_value(value), separators=(",", ":")) if "\\u0000" in text else text
+
+
 def jsonb(value: Any) -> Jsonb:
-    return Jsonb(safe_value(value))
+    return Jsonb(value, dumps=storable_json)
 
 
 def optional_jsonb(value: Any) -> Jsonb | None:
