@@ -23,6 +23,13 @@ _DEFINITION = ("title", "verify_command", "verify_timeout_s", "max_attempts")
 _NULLABLE_DEFINITION = ("run", "run_timeout_s")
 
 
+def _fields(item: ItemRow | NewItem) -> dict[str, Any]:
+    """An item's fields by name, their values as they are: its values are JSON already, and
+    everything made from this is written out at once (`dataclasses.asdict` copied every
+    item's history, deep, on every step)."""
+    return {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
+
+
 def fresh(position: int, item: NewItem) -> ItemRow:
     """A planned item before any work."""
     return ItemRow(
@@ -32,7 +39,7 @@ def fresh(position: int, item: NewItem) -> ItemRow:
         evidence=None,
         commit_sha=None,
         failures=0,
-        **dataclasses.asdict(item),
+        **_fields(item),
     )
 
 
@@ -102,7 +109,7 @@ def item_view(item: ItemRow) -> JSON:
 
 def row_json(item: ItemRow) -> JSON:
     """An item's row as the SQL writes it: its columns, and its view."""
-    data = dataclasses.asdict(item)
+    data = _fields(item)
     data.pop("elapsed_s")  # the database's clock keeps it
     data["view"] = stored_view(item)
     return data

@@ -141,7 +141,9 @@ class Intake:
                 f"the message has {len(message.parts)} parts; at most {MAX_PARTS} are accepted "
                 "(one text part, or a plan with its budget and policy, is what a task needs)"
             )
-        where = nul_in(message_to_json(message), "message")
+        content = message_to_json(message)
+        # JSON writes a NUL as `\u0000`: only a message whose text holds that is walked.
+        where = nul_in(content, "message") if "\\u0000" in json.dumps(content) else None
         if where is not None:
             raise PlanError(
                 f"{where} contains a NUL character (\\u0000), which this agent cannot store; "

@@ -71,6 +71,8 @@ def value(data: Any) -> Any:
     """JSON data as a protobuf `Value` holds and prints it: every number a double, written
     whole when whole (and within 2**53)."""
     kind = type(data)
+    if kind is str:
+        return data
     if kind is dict:
         return {str(k): value(v) for k, v in data.items()}
     if kind is list or kind is tuple:
