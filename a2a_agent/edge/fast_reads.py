@@ -118,7 +118,7 @@ class FastReads:
             if found is None:
                 await self.app(scope, receive, send)
             else:
-                await _respond(send, *found)
+                await respond_bytes(send, *found)
             return
         if scope["method"] != "POST" or scope["path"] != self.path:
             await self.app(scope, receive, send)
@@ -128,7 +128,7 @@ class FastReads:
         if answer is None:
             await self.app(scope, replay(body, whole, extra, receive), send)
             return
-        await _respond(send, answer, PLAIN_JSON)
+        await respond_bytes(send, answer, PLAIN_JSON)
 
     # ---- HTTP+JSON ----------------------------------------------------------------------
 
@@ -303,7 +303,7 @@ def _query(scope: Scope, allowed: frozenset[str]) -> QueryParams | None:
     return QueryParams(raw)
 
 
-async def _respond(send: Send, body: bytes, media_type: bytes) -> None:
+async def respond_bytes(send: Send, body: bytes, media_type: bytes) -> None:
     await send(
         {
             "type": "http.response.start",

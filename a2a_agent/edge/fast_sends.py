@@ -15,6 +15,7 @@ tests/edge/test_fast_sends.py holds the two paths to the same answers.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from a2a.server.routes.common import DefaultServerCallContextBuilder
@@ -24,8 +25,9 @@ from google.protobuf.json_format import ParseDict, ParseError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from a2a_agent.edge.fast_reads import PLAIN_JSON, V10, _header, _respond, read_small, replay
+from a2a_agent.edge.fast_reads import PLAIN_JSON, read_small, replay, respond_bytes
 from a2a_agent.edge.handler import AgentRequestHandler
+from a2a_agent.edge.refusals import header
 from a2a_agent.edge.task_view import reply_bytes, task_json, value
 from persistence.errors import StoreError
 
@@ -35,6 +37,8 @@ RPC_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 PARAMS_KEYS = frozenset({"message", "configuration", "metadata"})
 # What a configuration may hold here; an inline push config, for one, goes the long way.
 CONFIG_KEYS = frozenset({"returnImmediately", "historyLength", "acceptedOutputModes"})
+
+log = logging.getLogger(__name__)
 
 
 class FastSends:
@@ -52,7 +56,7 @@ class FastSends:
             scope["type"] != "http"
             or scope["method"] != "POST"
             or scope["path"] != self.path
-            or _header(scope, b"a2a-version") != V10
+            or header(scope, b"a2a-version") != "1.0"
         ):
             await self.app(scope, receive, send)
             return
@@ -61,7 +65,7 @@ class FastSends:
         if answer is None:
             await self.app(scope, replay(body, whole, extra, receive), send)
             return
-        await _respond(send, answer, PLAIN_JSON)
+        await respond_bytes(send, answer, PLAIN_JSON)
 
     async def _answer(self, scope: Scope, body: bytes) -> bytes | None:
         call = _plain_send(body)
@@ -80,13 +84,18 @@ class FastSends:
         context.state["request_id"] = request_id
         try:
             row, said = await self.handler.submit(request, context)
+            config = request.configuration
+            history = config.history_length if config.HasField("history_length") else None
+            task = task_json(row, history)
         except (A2AError, StoreError):
             # Refused before anything was stored (or a retry whose answer is an error): the
             # SDK's route checks it again and says why, in its own words and code.
             return None
-        config = request.configuration
-        history = config.history_length if config.HasField("history_length") else None
-        task = task_json(row, history)
+        except Exception:
+            # Not a 500: the SDK's route, which answers a failure as a JSON-RPC error, takes
+            # it again (a task stored already comes back as the retry of its messageId).
+            log.exception("the short send failed; the SDK's route takes the call")
+            return None
         if said:
             task["metadata"].update(value(said))  # as `with_said` does to the Task
         return reply_bytes(request_id, task)

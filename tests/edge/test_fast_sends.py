@@ -8,6 +8,7 @@ import json
 import re
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -137,3 +138,17 @@ async def test_everything_else_passes_on_and_a_refusal_stores_nothing(
             answer = await http.post("/", json=_send(_message()), headers=V10)
         assert answer.status_code == LONG_WAY and len(passed) == len(others) + 1
         assert _tasks(served) == stored
+
+
+async def test_a_failure_inside_the_short_send_is_left_to_the_sdks_route() -> None:
+    """Not a 500: the long way answers it (as a JSON-RPC error, when it fails there too)."""
+
+    async def failing(request: Any, context: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    passed: list[str] = []
+    handler: Any = SimpleNamespace(submit=failing)
+    transport = httpx.ASGITransport(app=_open(FastSends(_behind(passed), handler), ["submit"]))
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        answer = await http.post("/", json=_send(_message()), headers=V10)
+    assert answer.status_code == LONG_WAY and passed == ["POST /"]
