@@ -29,7 +29,9 @@ def safe_value(value: Any) -> Any:
     if isinstance(value, str):
         return safe_text(value)
     if isinstance(value, dict):
-        return {safe_text(str(k)): safe_value(v) for k, v in value.items()}
+        # A key that is not a string is left for the JSON writer to spell, as it is when
+        # the value holds no NUL (storable_json).
+        return {safe_text(k) if isinstance(k, str) else k: safe_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [safe_value(v) for v in value]
     return value

@@ -81,7 +81,7 @@ def _part(data: JSON) -> Part:
 
 def _artifact(data: JSON) -> Artifact:
     artifact = Artifact(
-        artifact_id=data["artifactId"],
+        artifact_id=data.get("artifactId", ""),
         name=data.get("name", ""),
         description=data.get("description", ""),
         parts=[_part(p) for p in data["parts"]],

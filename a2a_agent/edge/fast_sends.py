@@ -3,9 +3,10 @@
 An orchestrator that delegates sends many new tasks and polls them; the polls take the short
 read path (fast_reads.py), and this is the same for the send: a JSON-RPC `SendMessage` at
 A2A 1.0 that starts a new task (no `taskId`) and asks for the task back at once
-(`returnImmediately`). It is checked and stored by the handler's own `on_message_send`,
-with the call context the SDK would build, and answered with the same JSON-RPC bytes the
-SDK's route writes (the task as the one view of it, `task_view.py`, makes). Everything else
+(`returnImmediately`). It is checked and stored by the handler's own `submit`, with the
+call context the SDK would build, and answered with the JSON-RPC answer the SDK's route
+writes, from the task's one view (`task_view.py`): the same JSON, though the keys of a
+Struct and of the stored history may come in another order. Everything else
 goes the long way unchanged: a blocking send, a follow-up, an inline push config, a streaming
 call, other versions, and every error, so each error's code and message stay the SDK's own
 (the long way checks the message again and gives it; nothing was stored).

@@ -7,9 +7,9 @@ short send (fast_sends.py) answers with it directly, without a Task between: bui
 Task's Structs and printing them again were most of a send's conversion.
 
 The history's messages are stored as protobuf's printer wrote them (the intake and the
-follow-ups' `message_to_json`), so they are shown as stored. Numbers inside data are as
-protobuf's `Value` holds them: a double, written whole when it is whole
-(whole_numbers.py). tests/edge/test_task_view.py holds the two to the same JSON.
+follow-ups' `message_to_json`), so they are shown as stored, their keys in jsonb's order.
+Numbers inside data are as protobuf's `Value` holds them: a double, written whole when it is
+whole (whole_numbers.py). tests/edge/test_task_view.py holds the two to the same JSON.
 """
 
 from __future__ import annotations
@@ -77,11 +77,13 @@ def value(data: Any) -> Any:
         return {str(k): value(v) for k, v in data.items()}
     if kind is list or kind is tuple:
         return [value(v) for v in data]
-    if kind is int:
-        return data if abs(data) <= EXACT else float(data)
-    if kind is float:
-        return int(data) if data.is_integer() and abs(data) <= EXACT else data
-    return data  # str, bool, None
+    if kind is int and abs(data) <= EXACT:
+        return data
+    if kind is int or kind is float:
+        # As a double; then whole when whole (2**53 + 1 becomes 2**53, written whole).
+        number = float(data)
+        return int(number) if number.is_integer() and abs(number) <= EXACT else number
+    return data  # bool, None
 
 
 def data_part(payload: JSON) -> JSON:
@@ -152,7 +154,8 @@ def output_artifact(output: JSON) -> JSON:
         for key, field in (("filename", "filename"), ("mediaType", "media_type")):
             if text := str(output[field]):
                 part[key] = text
-    artifact: JSON = {"artifactId": name, "name": name}
+    # Plain strings: protobuf's printer leaves them out when empty.
+    artifact: JSON = {"artifactId": name, "name": name} if name else {}
     if description := OUTPUT_DESCRIPTIONS.get(name):
         artifact["description"] = description
     artifact["parts"] = [part]
@@ -212,7 +215,9 @@ def task_json(row: TaskRow, history_length: int | None) -> JSON:
     if history_length is not None:
         history = history[-history_length:] if history_length > 0 else []
     if history:
-        task["history"] = list(history)
+        # As stored (jsonb's key order), with numbers as protobuf's Value prints them: jsonb
+        # writes 1e300 as 301 digits, which a Value holds as a double.
+        task["history"] = value(history)
     # The task's generation: the number of its last event, which a long poll waits past.
     task["metadata"] = value({**to_wire(row.metadata or {}), "generation": row.event_seq})
     return task

@@ -29,6 +29,13 @@ LATER = [
     {"messageId": "m-3", "role": "ROLE_USER",
      "parts": [{"url": "https://x/files/1", "filename": "a.txt", "mediaType": "text/plain"}]},
 ]  # fmt: skip
+# As jsonb gives a message back: 1e300 written as its 301 digits, keys in jsonb's order.
+FROM_JSONB = {
+    "role": "ROLE_USER",
+    "parts": [{"text": "go"}],
+    "metadata": {"big": 2**60, "huge": 10**300, "odd": 2**53 + 1, "ns": 1764914491806329000},
+    "messageId": "m-4",
+}
 PLAN = {
     "goal": "ship it",
     "items_total": 2,
@@ -92,7 +99,10 @@ ROWS = [
     _row("failed", report={"summary": "", "outputs": []}, plan=None),
     _row("completed", status_at="2026-12-05T06:01:31Z", history=[]),
     _row("completed", status_at="2026-12-05T06:01:31.5+00:00"),
-]
+    _row("working", history=[FIRST, FROM_JSONB]),
+    _row("completed", report={"summary": "s", "outputs": [
+        {"name": "", "url": "https://x/files/3", "filename": "f", "media_type": "text/plain"}]}),
+]  # fmt: skip
 
 
 def _printed(row: TaskRow, history: int | None) -> Any:

@@ -36,3 +36,9 @@ def test_a_value_without_a_nul_is_written_once_as_it_is() -> None:
     assert json.loads(storable_json(value)) == value
     made_visible = json.loads(storable_json(VALUES[1]))
     assert made_visible == {"out": f"a{NUL_SYMBOL}b", "nested": [{"deep": NUL_SYMBOL}]}
+
+
+def test_a_key_that_is_not_a_string_is_spelled_alike_with_or_without_a_nul() -> None:
+    assert json.loads(storable_json({2: "a", None: "b"})) == {"2": "a", "null": "b"}
+    with_nul = json.loads(storable_json({2: "a\x00", None: "b"}))
+    assert with_nul == {"2": f"a{NUL_SYMBOL}", "null": "b"}
