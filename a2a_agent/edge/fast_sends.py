@@ -4,13 +4,14 @@ An orchestrator that delegates sends many new tasks and polls them; the polls ta
 read path (fast_reads.py), and this is the same for the send: a JSON-RPC `SendMessage` at
 A2A 1.0 that starts a new task (no `taskId`) and asks for the task back at once
 (`returnImmediately`). It is checked and stored by the handler's own `submit`, with the
-call context the SDK would build, and answered with the JSON-RPC answer the SDK's route
-writes, from the task's one view (`task_view.py`): the same JSON, though the keys of a
-Struct and of the stored history may come in another order. Everything else
-goes the long way unchanged: a blocking send, a follow-up, an inline push config, a streaming
-call, other versions, and every error, so each error's code and message stay the SDK's own
-(the long way checks the message again and gives it; nothing was stored).
-tests/edge/test_fast_sends.py holds the two paths to the same answers.
+call context the SDK would build, and answered as the SDK's route answers: the task from its
+one view (`task_view.py`: the same JSON, though the keys of a Struct and of the stored
+history may come in another order), or the handler's refusal through the SDK's own
+`build_error_response` (the same code, message and details, and nothing stored). Everything
+else goes the long way unchanged: a blocking send, a follow-up, an inline push config, a
+streaming call, params the SDK's parser takes differently, other versions, and a failure
+that is not an A2A error. tests/edge/test_fast_sends.py holds the two paths to the same
+answers.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import logging
 from typing import Any
 
+from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.types import SendMessageRequest
 from a2a.utils.errors import A2AError
@@ -29,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from a2a_agent.edge.fast_reads import PLAIN_JSON, read_small, replay, respond_bytes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.refusals import header
-from a2a_agent.edge.task_view import reply_bytes, task_json, value
+from a2a_agent.edge.task_view import json_bytes, reply_bytes, task_json, value
 from persistence.errors import StoreError
 
 MAX_BODY = 256 * 1024  # a plan of many items; larger sends go the long way
@@ -88,10 +90,12 @@ class FastSends:
             config = request.configuration
             history = config.history_length if config.HasField("history_length") else None
             task = task_json(row, history)
-        except (A2AError, StoreError):
-            # Refused before anything was stored (or a retry whose answer is an error): the
-            # SDK's route checks it again and says why, in its own words and code.
-            return None
+        except A2AError as refused:
+            # As the SDK's route answers a handler's refusal (nothing was stored): one look at
+            # the message, not two (a workspace's host is looked up once).
+            return json_bytes(build_error_response(request_id, refused))
+        except StoreError:
+            return None  # the database, in the middle: the SDK's route tries and says so
         except Exception:
             # Not a 500: the SDK's route, which answers a failure as a JSON-RPC error, takes
             # it again (a task stored already comes back as the retry of its messageId).

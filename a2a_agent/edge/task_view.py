@@ -47,14 +47,14 @@ OUTPUT_ABOUT = ("size", "sha256", "url", "base", "head", "prerequisite")
 JSON_MEDIA = "application/json"
 
 
-def _json(value: Any) -> bytes:
-    # What Starlette's JSONResponse (the SDK's response) writes.
+def json_bytes(value: Any) -> bytes:
+    """`value` as Starlette's JSONResponse (the SDK's response) writes it."""
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 def reply_bytes(request_id: str | int, task: JSON) -> bytes:
     """SendMessage's JSON-RPC answer with `task` (`task_json`), as the SDK's route writes it."""
-    return _json({"result": {"task": task}, "id": request_id, "jsonrpc": "2.0"})
+    return json_bytes({"result": {"task": task}, "id": request_id, "jsonrpc": "2.0"})
 
 
 def timestamp_text(at: datetime | str) -> str:

@@ -120,8 +120,7 @@ async def test_everything_else_passes_on_and_a_refusal_stores_nothing(
             (streaming, V10),
             (_send(_message()), {}),  # 0.3
             (_send(_message()), SDK_V10),
-            (_send(_message(parts="not a list")), V10),
-            (_send(_message(parts=[{"data": {"plan": {"goal": "g", "items": [{"x": 1}]}}}])), V10),
+            (_send(_message(parts="not a list")), V10),  # the SDK's parser says why
             (_send(_message()) | {"id": True}, V10),
         ]
         fast = FastSends(_behind(passed), handler, path="/")
@@ -131,13 +130,33 @@ async def test_everything_else_passes_on_and_a_refusal_stores_nothing(
                 answer = await http.post("/", json=body, headers=headers)
                 assert answer.status_code == LONG_WAY, body
         assert len(passed) == len(others)
-        # A key that may submit but not run commands: the SDK's route says so.
-        refused = FastSends(_behind(passed), handler, path="/")
+        assert _tasks(served) == stored
+
+
+async def test_a_refusal_is_the_sdks_own_and_stores_nothing(database_url: str, home: Path) -> None:
+    """The handler's refusal, answered on the short path with the SDK's own error builder:
+    the same answer as the SDK's route gives, and nothing stored either way."""
+    bad_plan = [{"data": {"plan": {"goal": "g", "items": [{"id": "a", "command": "x"}]}}}]
+    passed: list[str] = []
+    async with in_process(database_url, home) as served:
+        answers = []
+        for headers in (V10, SDK_V10):
+            sent = await served.http.post(
+                "/", json=_send(_message(parts=bad_plan)), headers=headers
+            )
+            answers.append(sent.json())
+        assert answers[0] == answers[1]
+        assert answers[0]["error"]["code"] == -32602 and "command" in answers[0]["error"]["message"]
+        # A key that may submit but not run commands: refused where it is, nothing stored.
+        refused = FastSends(_behind(passed), served.app.state.handler, path="/")
         transport = httpx.ASGITransport(app=_open(refused, ["submit", "read"]))
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
-            answer = await http.post("/", json=_send(_message()), headers=V10)
-        assert answer.status_code == LONG_WAY and len(passed) == len(others) + 1
-        assert _tasks(served) == stored
+            answer = await http.post("/", json=_send(_message(), "r-1"), headers=V10)
+        assert answer.status_code == 200 and passed == []
+        error = answer.json()["error"]
+        assert answer.json()["id"] == "r-1" and error["code"] == -32600
+        assert "'run' scope" in error["message"]
+        assert _tasks(served) == 0
 
 
 async def test_a_failure_inside_the_short_send_is_left_to_the_sdks_route() -> None:
