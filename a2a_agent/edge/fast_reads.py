@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.rest_versions import unknown_status
+from a2a_agent.edge.task_view import json_bytes
 from persistence.errors import StoreError
 
 MAX_BODY = 4096  # a read is a few hundred bytes; anything larger goes the long way
@@ -51,11 +52,6 @@ TASKS_MARK = "\x00tasks\x00"  # where a page's tasks go (no task's JSON holds a 
 Kept = tuple[object, bytes]  # what the bytes were made from (a row, a Task) and the bytes
 
 
-def _json(value: Any) -> bytes:
-    # What Starlette's JSONResponse (the SDK's response) writes.
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
-
-
 def _v03_history(task_id: str, history: int | None) -> int | None:
     """The history a 0.3 read asks for, as the SDK's conversion reads it (0: all of it)."""
     asked = types_v03.GetTaskRequest(
@@ -67,18 +63,18 @@ def _v03_history(task_id: str, history: int | None) -> int | None:
 
 def _v10(task: Task) -> bytes:
     """A task as the SDK's 1.0 routes write it (both bindings)."""
-    return _json(MessageToDict(task, preserving_proto_field_name=False))
+    return json_bytes(MessageToDict(task, preserving_proto_field_name=False))
 
 
 def _v03_rpc(task: Task) -> bytes:
     """A task as the SDK's 0.3 JSON-RPC route dumps it (its pydantic 0.3 types)."""
     compat = conversions.to_compat_task(task)
-    return _json(compat.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return json_bytes(compat.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 def _v03_rest(task: Task) -> bytes:
     """A task as the SDK's 0.3 REST route writes it (its 0.3 protobuf, as a dict)."""
-    return _json(MessageToDict(proto_utils.ToProto.task(conversions.to_compat_task(task))))
+    return json_bytes(MessageToDict(proto_utils.ToProto.task(conversions.to_compat_task(task))))
 
 
 def _listed(task: Task, artifacts: bool) -> bytes:
@@ -89,7 +85,7 @@ def _listed(task: Task, artifacts: bool) -> bytes:
     )
     if not artifacts:
         data.pop("artifacts", None)
-    return _json(data)
+    return json_bytes(data)
 
 
 TASK_FLAVORS: dict[str, Callable[[Task], bytes]] = {
@@ -179,7 +175,7 @@ class FastReads:
             method, flavor = "ListTasks", "list"
         else:
             return None
-        call = _rpc_call(body, method)
+        call = rpc_call(body, method)
         if call is None:
             return None
         request_id, params = call
@@ -205,9 +201,10 @@ class FastReads:
             result = await self._task_bytes(scope, task_id, history, flavor)
         if result is None:
             return None
+        said_id = json_bytes(request_id)
         if flavor == "0.3-rpc":  # the 0.3 types' own field order
-            return b'{"id":' + _json(request_id) + b',"jsonrpc":"2.0","result":' + result + b"}"
-        return b'{"result":' + result + b',"id":' + _json(request_id) + b',"jsonrpc":"2.0"}'
+            return b'{"id":' + said_id + b',"jsonrpc":"2.0","result":' + result + b"}"
+        return b'{"result":' + result + b',"id":' + said_id + b',"jsonrpc":"2.0"}'
 
     # ---- the reads ----------------------------------------------------------------------
 
@@ -256,7 +253,7 @@ class FastReads:
             shape, preserving_proto_field_name=False, always_print_fields_with_no_presence=True
         )
         data["tasks"] = TASKS_MARK
-        head, found, tail = _json(data).partition(_json(TASKS_MARK))
+        head, found, tail = json_bytes(data).partition(json_bytes(TASKS_MARK))
         if not found:
             return None
         return head + b"[" + b",".join(tasks) + b"]" + tail
@@ -276,7 +273,7 @@ class FastReads:
         return data
 
 
-def _rpc_call(body: bytes, method: str) -> tuple[str | int, dict[str, Any]] | None:
+def rpc_call(body: bytes, method: str) -> tuple[str | int, dict[str, Any]] | None:
     """A plain JSON-RPC call of `method`: its id and params, or None."""
     try:
         request = json.loads(body)

@@ -16,7 +16,6 @@ answers.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -28,7 +27,7 @@ from google.protobuf.json_format import ParseDict, ParseError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from a2a_agent.edge.fast_reads import PLAIN_JSON, read_small, replay, respond_bytes
+from a2a_agent.edge.fast_reads import PLAIN_JSON, read_small, replay, respond_bytes, rpc_call
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.refusals import header
 from a2a_agent.edge.task_view import json_bytes, reply_bytes, task_json, value
@@ -36,7 +35,6 @@ from persistence.errors import StoreError
 
 MAX_BODY = 256 * 1024  # a plan of many items; larger sends go the long way
 METHOD = "SendMessage"
-RPC_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 PARAMS_KEYS = frozenset({"message", "configuration", "metadata"})
 # What a configuration may hold here; an inline push config, for one, goes the long way.
 CONFIG_KEYS = frozenset({"returnImmediately", "historyLength", "acceptedOutputModes"})
@@ -108,17 +106,10 @@ class FastSends:
 
 def _plain_send(body: bytes) -> tuple[str | int, dict[str, Any]] | None:
     """A plain JSON-RPC SendMessage that asks for its task at once: its id and params."""
-    try:
-        call = json.loads(body)
-    except ValueError:
+    call = rpc_call(body, METHOD)
+    if call is None:
         return None
-    if not isinstance(call, dict) or call.get("jsonrpc") != "2.0" or set(call) - RPC_KEYS:
-        return None
-    request_id, params = call.get("id"), call.get("params")
-    if call.get("method") != METHOD or not isinstance(params, dict):
-        return None
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-        return None
+    params = call[1]
     config = params.get("configuration")
     if set(params) - PARAMS_KEYS or not isinstance(params.get("message"), dict):
         return None
@@ -126,4 +117,4 @@ def _plain_send(body: bytes) -> tuple[str | int, dict[str, Any]] | None:
         return None
     if config.get("returnImmediately") is not True:
         return None  # a blocking send waits for its task: the long way (task_streams.py)
-    return request_id, params
+    return call

@@ -2,7 +2,8 @@
 
 `task_json` writes a row as the protocol's JSON (camelCase fields, enums by name, a
 timestamp in RFC 3339, whole numbers whole), field for field what protobuf's printer writes
-of the Task `to_task` (convert.py) makes of the same row: `to_task` is parsed from it. The
+of the Task `to_task` (convert.py) makes of the same row: `to_task` builds that Task from
+these pieces. The
 short send (fast_sends.py) answers with it directly, without a Task between: building the
 Task's Structs and printing them again were most of a send's conversion.
 
