@@ -64,6 +64,7 @@ from persistence.replies import PostgresReplyStore
 from persistence.runs import PostgresRunStore
 from persistence.secrets import SecretBox
 from persistence.starts import PostgresStartStore
+from persistence.steps import PostgresStepResults
 from persistence.tasks import PostgresTaskStore
 from persistence.watch import PostgresWatchdogStore
 from persistence.workers import WorkerIdentity, WorkerRegistry
@@ -285,6 +286,7 @@ class Runtime:
         return DbosEngine(
             store=PostgresWatchdogStore(self.pool),
             starts=PostgresStartStore(self.pool),
+            step_results=PostgresStepResults(self.pool),
             harness=self.harness,
             work=self.work,
             decisions=self.decisions,

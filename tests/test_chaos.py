@@ -67,10 +67,15 @@ def diagnose(database_url: str, task_id: str, seed: int) -> str:
                 "FROM dbos.workflow_status WHERE workflow_uuid = %(t)s",
             ),
             (
-                "steps",
+                "engine records",
                 "SELECT function_id, function_name, error IS NOT NULL "
                 "FROM dbos.operation_outputs WHERE workflow_uuid = %(t)s "
                 "ORDER BY function_id",
+            ),
+            (
+                "steps",
+                "SELECT segment, step_no, name, failure FROM step_results "
+                "WHERE task_id = %(t)s ORDER BY segment, step_no",
             ),
             ("workers", "SELECT executor_id, pid, heartbeat_at FROM workers"),
         ):

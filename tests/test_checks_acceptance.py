@@ -13,14 +13,13 @@ import psycopg
 import pytest
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState
 from google.protobuf.json_format import MessageToDict
-from psycopg import sql
-from psycopg.rows import dict_row
 
 from tests.support.a2a import a2a_client, item, plan_of, report_of, send, wait_for
 from tests.support.db import rows
 from tests.support.fake_anthropic import FakeAnthropic, model_env, text_reply, tool_reply
 from tests.support.processes import StartAgent
 from tests.support.waiting import wait_for_line
+from tests.support.workflows import as_dbos_steps
 from tests.test_pauses import plan_with
 from tests.test_regressions import assert_counts_agree
 from tests.test_restart import assert_transitions_sound
@@ -175,35 +174,23 @@ async def test_a_run_begun_before_plan_prechecks_existed_replays_without_one(
     wait_for_line(ledger, f"{task.id}:a:1:run")
     server.kill()
     # Make its history the one the code before this step recorded: the markers of the three
-    # patches before it (not the one marker runs record now), no step, no effect, and every
-    # later step in its place after them (DBOS replays by position).
-    with psycopg.connect(database_url, row_factory=dict_row) as conn:
-        history = conn.execute(
-            "SELECT * FROM dbos.operation_outputs WHERE workflow_uuid = %s ORDER BY function_id",
-            (task.id,),
-        ).fetchall()
-        names = [h["function_name"] for h in history]
-        assert names[0] == "DBOS.patch-all-five"
-        (step,) = [n for n, name in enumerate(names) if name.endswith("precheck_task")]
-        assert names.index("PlanRunner.snapshot") < step  # the step runs once the plan is there
-        old = [
-            {**history[0], "function_name": f"DBOS.patch-{name}"}
-            for name in ("checks-that-fail", "regressions", "publish")
-        ]
-        old += [h for n, h in enumerate(history) if n not in (0, step)]
-        conn.execute("DELETE FROM dbos.operation_outputs WHERE workflow_uuid = %s", (task.id,))
-        columns = list(history[0])
-        with conn.cursor() as cur:
-            cur.executemany(
-                sql.SQL("INSERT INTO dbos.operation_outputs ({}) VALUES ({})").format(
-                    sql.SQL(", ").join(map(sql.Identifier, columns)),
-                    sql.SQL(", ").join(sql.Placeholder() * len(columns)),
-                ),
-                [
-                    [*({**h, "function_id": n + 1}.get(c) for c in columns)]
-                    for n, h in enumerate(old)
-                ],
+    # patches before it (not the one marker runs record now), DBOS's step records rather
+    # than the journal's, no step and no effect of the plan's pre-check, and every later
+    # step in its place after them (DBOS replays by position).
+    with psycopg.connect(database_url) as conn:
+        names = [
+            n
+            for (n,) in conn.execute(
+                "SELECT name FROM step_results WHERE task_id = %s ORDER BY step_no", (task.id,)
             )
+        ]
+        assert names.index("snapshot") < names.index("precheck_task")  # once the plan is there
+        as_dbos_steps(
+            conn,
+            task.id,
+            ["checks-that-fail", "regressions", "publish"],
+            leave_out={"precheck_task"},
+        )
         key = f"{task.id}:plan:0:acceptance.precheck"
         conn.execute("DELETE FROM effects WHERE key = %s", (key,))
         conn.execute("DELETE FROM budget_charges WHERE key = %s", (key,))

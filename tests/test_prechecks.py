@@ -90,11 +90,9 @@ async def test_weak_checks_are_flagged_and_the_honest_one_failed_first(
     assert found == [("honest", 1), ("weak", 1)]
     # Nor is there a step for the plan's own check, which this plan does not have.
     steps = {
-        name.rsplit(".", 1)[-1]
+        name
         for (name,) in rows(
-            database_url,
-            "SELECT function_name FROM dbos.operation_outputs WHERE workflow_uuid = %s",
-            done.id,
+            database_url, "SELECT name FROM step_results WHERE task_id = %s", done.id
         )
     }
     assert {"precheck_item", "begin_attempt", "verify_item", "finish"} <= steps

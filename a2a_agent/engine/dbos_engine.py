@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer
 
 from a2a_agent.engine.gate import StepGate
+from a2a_agent.engine.journal import StepJournal
 from a2a_agent.engine.retention import Pruner, Retention
 from a2a_agent.engine.runner import PlanRunner
 from a2a_agent.engine.segments import RUN_QUEUE, enqueue_segment, workflow_id
@@ -26,6 +27,7 @@ from persistence.errors import StoreError
 from persistence.notify import RUNS_CHANNEL, TaskNotifier
 from persistence.replies import ReplyStore
 from persistence.starts import StartStore
+from persistence.steps import StepResults
 from persistence.watch import WatchdogStore
 from persistence.workers import WorkerRegistry
 
@@ -45,6 +47,7 @@ class DbosEngine:
         *,
         store: WatchdogStore,
         starts: StartStore,
+        step_results: StepResults,
         harness: PlanHarness,
         work: ModelWork,
         decisions: DecisionSteps,
@@ -112,7 +115,13 @@ class DbosEngine:
         }
         self._harness = harness
         self._runner = PlanRunner(
-            harness, work, decisions, facts, gate=self.gate, delegator=delegator
+            harness,
+            work,
+            decisions,
+            facts,
+            gate=self.gate,
+            delegator=delegator,
+            journal=StepJournal(step_results),
         )
         self.supervisor = Supervisor(
             registry=registry,

@@ -30,6 +30,9 @@ class _Steps(Protocol):
     async def _step(
         self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
     ) -> StepResult: ...
+    async def _call(
+        self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
+    ) -> JSON: ...
     async def call_model(self, task_id: str, call: JSON) -> JSON: ...
     async def planning_request(self, task_id: str) -> JSON: ...
     async def accept_plan(self, task_id: str, attempt: int, plan: Any) -> JSON: ...
@@ -97,7 +100,8 @@ class ModelTurns:
                     ]
                 ),
             ]
-        await self.fail(
+        await self._call(
+            self.fail,
             task_id,
             f"the model did not produce a valid plan in {tries} tries; last problem: {problem}",
         )

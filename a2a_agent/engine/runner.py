@@ -1,7 +1,10 @@
 """The workflow of a run and its steps (DBOS). The body decides only from step results.
 
 Each step is a thin wrapper over one harness coroutine: durability is added here, by
-wrapping, and the harness itself never branches on whether it runs for the first time.
+wrapping, and the harness itself never branches on whether it runs for the first time. A
+step's result is kept by the step journal (`journal.py`, our table), or, in runs begun
+before it, by DBOS as the step's record (the `@DBOS.step` methods below, which those runs
+replay by name); `_call` picks which.
 Every step returns a `StepResult`; `_step` is the one funnel the body takes them through:
 `stopped` ends the run, `paused` ends this workflow segment (the task waits for a person, as
 a row; the reply starts the next segment) and `restart` starts the item again, whichever step
@@ -10,6 +13,7 @@ said it.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
@@ -18,8 +22,9 @@ from typing import Any, ParamSpec
 from dbos import DBOS, DBOSConfiguredInstance
 
 from a2a_agent.engine.gate import StepGate
+from a2a_agent.engine.journal import StepJournal, failure_reason
 from a2a_agent.engine.model_turns import ModelTurns, RunStopped
-from a2a_agent.engine.segments import enqueue_segment, segment_of
+from a2a_agent.engine.segments import enqueue_segment, running_segment, segment_of
 from a2a_agent.harness.checks.decisions import DecisionSteps
 from a2a_agent.harness.checks.facts import FactSteps
 from a2a_agent.harness.checks.plan_harness import PlanHarness
@@ -43,7 +48,8 @@ def _database_outage(exc: BaseException) -> bool:
 
 
 # Steps retry only while the database is unreachable (about four minutes in all); any other
-# error is a real failure of the step and ends the run with its reason.
+# error is a real failure of the step and ends the run with its reason. (The journal's
+# `OutageRetry` is the same policy for the runs it keeps.)
 OUTAGE_RETRY: dict[str, Any] = {
     "retries_allowed": True,
     "max_attempts": 12,
@@ -76,6 +82,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         *,
         gate: StepGate,
         delegator: Delegator,
+        journal: StepJournal,
     ) -> None:
         self.harness = harness
         self.work = work
@@ -83,6 +90,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         self.facts = facts
         self.gate = gate
         self.delegator = delegator
+        self.journal = journal
         self.fault = harness.ctx.config.fault_file  # tests: a crash point's name (watched.py)
         self._traces: OrderedDict[str, str | None] = OrderedDict()
         super().__init__("plan-runner")
@@ -278,6 +286,20 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
 
     # ---- the workflow -------------------------------------------------------------------
 
+    async def _call(
+        self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
+    ) -> JSON:
+        """Run one step: through the journal in a run that keeps its steps there (the step's
+        own coroutine, without DBOS's wrapper), else as the DBOS step it is."""
+        if not self.journal.active():
+            return await step(*args, **kwargs)
+        body = inspect.unwrap(step)  # the method as written, under DBOS's decorator
+
+        def attempt() -> Awaitable[JSON]:
+            return body(self, *args, **kwargs)  # type: ignore[no-any-return]
+
+        return await self.journal.step(step.__name__, attempt)
+
     async def _step(
         self, step: Callable[P, Awaitable[JSON]], *args: P.args, **kwargs: P.kwargs
     ) -> StepResult:
@@ -285,11 +307,12 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         work are turned into control flow in this one place. Runs a step asks to start (a
         child run it made, a parent a child's end woke) are enqueued here, from the workflow,
         so a replay starts them once."""
-        result = StepResult.from_json(await step(*args, **kwargs))
+        result = StepResult.from_json(await self._call(step, *args, **kwargs))
         starts = result.payload.get("start") or []
-        # Tests only: die right after a step and its DBOS record (`after-<step>`), or after
+        # Tests only: die right after a step and its kept result (`after-<step>`), or after
         # one that asks runs to start and before they are enqueued (`before-start`); a step
-        # killed after its own record but before DBOS's is `inside-<step>` (`_gated`).
+        # killed after its own record but before its result is kept is `inside-<step>`
+        # (`_gated`).
         if self.fault is not None:
             crash_point(self.fault, "before-start" if starts else f"after-{step.__name__}")
         for task_id, segment in starts:
@@ -305,32 +328,40 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
     @DBOS.workflow()
     async def run_task(self, task_id: str, segment: int = 0) -> str:
         """One segment of a task's run: from its start, or from a reply, to its end or the
-        next pause (workflow id: the task id, then `<task id>:s<segment>`)."""
+        next pause (workflow id: the task id, then `<task id>:s<segment>`). A run begun
+        since the journal keeps its steps there; one begun before replays DBOS's records."""
+        if await DBOS.patch_async("own-steps"):
+            async with self.journal.segment(running_segment(task_id, segment)):
+                return await self._segment(task_id, segment, journaled=True)
+        return await self._segment(task_id, segment, journaled=False)
+
+    async def _segment(self, task_id: str, segment: int, *, journaled: bool) -> str:
         try:
-            ended = await self._run(task_id, segment)
+            ended = await self._run(task_id, segment, journaled=journaled)
         except RunPaused:
             return "paused"  # the wait is a row; nothing of this run stays in the process
         except RunStopped:
             # Ended by a step (a budget stop: closed already) or by others (a cancel, the
             # watchdog): the closing writes the report and commits the files if none did.
-            await self.close(task_id)
+            await self._call(self.close, task_id)
             ended = "stopped"
         except Exception as exc:  # noqa: BLE001  (recorded on the task, not swallowed)
             # The run cannot go on; say so on the task instead of leaving it working forever.
             # Cancellation is a BaseException (DBOS's and asyncio's) and passes through.
-            await self.fail(task_id, f"{type(exc).__name__}: {exc}")
+            await self._call(self.fail, task_id, failure_reason(exc))
             ended = "failed"
         # A child run's end moves its parent on (its delegation ended in the same record); a
         # run's end cancels the delegates still working for it.
         await self._step(self.settle_delegations, task_id)
         return ended
 
-    async def _run(self, task_id: str, segment: int) -> str:
+    async def _run(self, task_id: str, segment: int, *, journaled: bool) -> str:
         # Runs started before pre-checks and acceptance checks existed replay without them,
         # those started before re-verification without it, and so on (DBOS patching). A run
         # started since "all-five" records one marker for the five (each costs the workflow
-        # two database round trips); one started before it replays its own markers.
-        if await DBOS.patch_async("all-five"):
+        # two database round trips); one started before it replays its own markers. A run
+        # whose steps the journal keeps began after all five.
+        if journaled or await DBOS.patch_async("all-five"):
             prechecks = regressions = publishing = plan_prechecks = lean = True
         else:
             prechecks = await DBOS.patch_async("checks-that-fail")

@@ -7,6 +7,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
+from dbos._context import get_local_dbos_context  # the execution's owner token lives only there
+
+from persistence.steps import SegmentRef
 
 RUN_QUEUE = "a2a-runs"
 
@@ -36,3 +39,15 @@ def segment_of(workflow: str | None) -> int | None:
         return None
     head, _, tail = workflow.rpartition(":s")
     return int(tail) if head and tail.isdigit() else 0
+
+
+def running_segment(task_id: str, segment: int) -> SegmentRef:
+    """The segment whose workflow runs here, with the owner token DBOS gave this execution
+    (what DBOS's own step records check before they write; a takeover gives a new one)."""
+    workflow = DBOS.workflow_id
+    if workflow is None:
+        raise RuntimeError("not in a workflow")
+    owner = getattr(get_local_dbos_context(), "owner_xid", None)
+    if owner is None:
+        raise RuntimeError(f"DBOS gave workflow {workflow} no owner token")
+    return SegmentRef(task_id, segment, workflow, str(owner))

@@ -78,8 +78,8 @@ WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = x.id AND t.compacted_at IS 
 
 -- name: compact_tasks
 -- Ended tasks over for longer than retention_s, not compacted yet, oldest first: their step
--- records (effects), stream events and push deliveries are deleted; the task row, its plan,
--- report, items, transitions, decisions, checkpoints and result files stay.
+-- records (effects, step results), stream events and push deliveries are deleted; the task
+-- row, its plan, report, items, transitions, decisions, checkpoints and result files stay.
 WITH picked AS (
     SELECT id, segment FROM tasks
     WHERE state IN ('completed', 'failed', 'canceled', 'rejected')
@@ -90,6 +90,8 @@ WITH picked AS (
     FOR UPDATE SKIP LOCKED
 ), effects_gone AS (
     DELETE FROM effects WHERE task_id IN (SELECT id FROM picked)
+), steps_gone AS (
+    DELETE FROM step_results WHERE task_id IN (SELECT id FROM picked)
 ), events_gone AS (
     DELETE FROM events WHERE task_id IN (SELECT id FROM picked)
 ), pushes_gone AS (

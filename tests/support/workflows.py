@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from typing import LiteralString
+import json
+from collections.abc import Collection, Sequence
+from typing import Any, LiteralString
 
 import psycopg
 from a2a.client.client import Client
 from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
+from psycopg import sql
 
 from tests.support.a2a import item, plan_message, send, wait_for
 
@@ -40,3 +43,56 @@ async def queued_behind_a_blocker(
         assert changed.rowcount == 1, f"{queued.id} was not waiting in the queue"
     await client.cancel_task(CancelTaskRequest(id=blocker.id))
     return blocker.id, queued.id
+
+
+def as_dbos_steps(
+    conn: psycopg.Connection[Any],
+    task_id: str,
+    markers: Sequence[str],
+    *,
+    leave_out: Collection[str] = (),
+) -> None:
+    """Make a run's history the one the code before the step journal recorded: the patch
+    markers given (as `DBOS.patch-<name>`) in place of `own-steps`, then every step the
+    journal kept as a DBOS step record after them, by position, under DBOS's own name for
+    it (`PlanRunner.<step>`, its output as DBOS's portable JSON), and none in the journal;
+    steps named in `leave_out` are left out (code older still did not take them)."""
+    (marker,) = conn.execute(
+        "SELECT * FROM dbos.operation_outputs WHERE workflow_uuid = %s ORDER BY function_id",
+        (task_id,),
+    ).fetchall()
+    columns = [
+        c.name
+        for c in conn.execute("SELECT * FROM dbos.operation_outputs LIMIT 0").description or []
+    ]
+    template = dict(zip(columns, marker, strict=True))
+    assert template["function_name"] == "DBOS.patch-own-steps", template
+    history = [{**template, "function_name": f"DBOS.patch-{name}"} for name in markers]
+    for name, result, failure in conn.execute(
+        "SELECT name, result::text, failure FROM step_results "
+        "WHERE task_id = %s AND segment = 0 ORDER BY step_no",
+        (task_id,),
+    ).fetchall():
+        if name in leave_out:
+            continue
+        output = json.dumps(json.loads(result), separators=(",", ":"), ensure_ascii=False)
+        history.append(
+            {
+                **template,
+                "function_name": f"PlanRunner.{name}",
+                "output": None if failure else output,
+                "error": None,
+                "serialization": "portable_json",
+            }
+        )
+        assert failure is None, "a failed step has no DBOS form here"
+    conn.execute("DELETE FROM dbos.operation_outputs WHERE workflow_uuid = %s", (task_id,))
+    conn.execute("DELETE FROM step_results WHERE task_id = %s", (task_id,))
+    with conn.cursor() as cur:
+        cur.executemany(
+            sql.SQL("INSERT INTO dbos.operation_outputs ({}) VALUES ({})").format(
+                sql.SQL(", ").join(map(sql.Identifier, columns)),
+                sql.SQL(", ").join(sql.Placeholder() * len(columns)),
+            ),
+            [[{**h, "function_id": n + 1}[c] for c in columns] for n, h in enumerate(history)],
+        )
