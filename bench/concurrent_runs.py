@@ -98,6 +98,11 @@ def cpu_s(pid: int) -> float:
     return sum(int(f) for f in _stat(pid)[11:15]) / TICKS
 
 
+def own_cpu_s(pid: int) -> float:
+    """A process's own CPU seconds, without its children's."""
+    return sum(int(f) for f in _stat(pid)[11:13]) / TICKS
+
+
 def session(sid: int) -> list[int]:
     """The processes of a session: the server's supervisor, the server, their children."""
     found = []
@@ -107,6 +112,17 @@ def session(sid: int) -> list[int]:
                 if int(_stat(int(entry.name))[3]) == sid:
                     found.append(int(entry.name))
     return found
+
+
+def python_own_cpu_s(sid: int) -> float:
+    """The session's Python processes' own CPU seconds (the server, its nanny and deliverer),
+    without the commands and git they ran."""
+    total = 0.0
+    for pid in session(sid):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().startswith(("python", "a2a-agent")):
+                total += own_cpu_s(pid)
+    return total
 
 
 def session_cpu_s(sid: int) -> float:
@@ -331,6 +347,7 @@ def measure(
         alone = time.monotonic() - started
         idle_rss = sum(rss_mb(p.pid) for p in procs)
         cpu0, pg0 = sum(session_cpu_s(p.pid) for p in procs), postgres_cpu_s()
+        own0 = sum(python_own_cpu_s(p.pid) for p in procs)
         fake.max_in_flight = 0
         spy = None
         if args.profile:  # where the server's CPU goes while the N runs go on (py-spy)
@@ -350,6 +367,7 @@ def measure(
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
         cpu = sum(session_cpu_s(p.pid) for p in procs) - cpu0
+        own = sum(python_own_cpu_s(p.pid) for p in procs) - own0
         pg = postgres_cpu_s() - pg0
         overheads = step_overheads(database, ids, args.latency)
         shares = split(database, ids, n * args.items * 2)
@@ -375,6 +393,7 @@ def measure(
         "bound": 1.25 * alone + (cpu + pg) / cores,
         "in_flight": fake.max_in_flight,
         "cpu_per_run": cpu / n,
+        "own_per_run": own / n,
         "pg_per_run": pg / n,
         "p50": statistics.median(overheads) if overheads else 0.0,
         "p99": percentile(overheads, 0.99),
@@ -409,7 +428,8 @@ def main() -> None:
     )
     print(
         "\n| N | alone s | makespan s (sent in) | x alone | bound s | calls in flight | "
-        "CPU/run s (+PG) | step p50 / p99 ms | RSS MB idle / peak (per run) | connections |"
+        "CPU/run s (+PG) [serving process] | step p50 / p99 ms | RSS MB idle / peak (per run) "
+        "| connections |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
     splits: list[str] = []
@@ -421,7 +441,7 @@ def main() -> None:
             print(
                 f"| {n} | {r['alone']:.2f} | {r['makespan']:.2f} ({r['sent']:.2f}) | "
                 f"{r['ratio']:.2f}x | {r['bound']:.2f} | {r['in_flight']:.0f} | "
-                f"{r['cpu_per_run']:.3f} (+{r['pg_per_run']:.3f}) | "
+                f"{r['cpu_per_run']:.3f} (+{r['pg_per_run']:.3f}) [{r['own_per_run']:.3f}] | "
                 f"{r['p50']:.1f} / {r['p99']:.1f} | {r['idle_rss']:.0f} / {r['peak_rss']:.0f} "
                 f"({r['rss_per_run']:.2f}) | {r['connections']:.0f} |",
                 flush=True,
