@@ -45,7 +45,7 @@ from a2a_agent.observe import tracing
 from a2a_agent.peers import PeerClient
 from a2a_agent.plans import PlanLimits
 from a2a_agent.settings import APPLICATION_VERSION, Settings
-from a2a_agent.slots import Slots
+from a2a_agent.slots import Slots, StepSlots
 from a2a_agent.sources import SourceRules
 from a2a_agent.startup import freeze_startup_objects
 from a2a_agent.watched import FaultPoint, watch
@@ -98,6 +98,7 @@ def harness_config(settings: Settings, sandbox: Sandbox) -> HarnessConfig:
         inline_output_bytes=intake.inline_output_bytes,
         fault_file=settings.fault_file,
         command_slots=Slots("commands", commands.slots, lease_s=commands.slot_s),
+        step_slots=StepSlots(settings.worker.step_slots),
     )
 
 

@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 
@@ -94,3 +95,97 @@ class Slots:
 
     def view(self) -> SlotsView:
         return SlotsView(self.name, self.size, self._held, self._waiting, self._long)
+
+
+@dataclass
+class _Ticket:
+    counted: bool = False  # holds one of the slots now (not set aside, not past its lease)
+    lapsed: bool = False  # went on past its lease, outside the count
+    lease: asyncio.TimerHandle | None = None
+
+
+class StepSlots:
+    """A step's own work (its reads, records, renders and the harness's git), at most `size`
+    steps at once of all runs; the step sets its slot aside while it waits on its effect
+    (a model call, a command, a peer: `aside`) and takes one again, in line, after.
+
+    The worker's CPU is what every run's bookkeeping and the door's requests share, in one
+    event loop served first come, first served: with hundreds of runs stepping at once each
+    request waited behind all of them (500 sends took 25-45 s at N = 500 in
+    bench/concurrent_runs.py). Steps beyond `size` wait here instead, so what runs in the
+    loop is a few steps and the door, and the runs' steps are served in the order they came.
+
+    A step holding a slot past `lease_s` (a large restore, a slow database) gives it up and
+    goes on outside the count, as a long command does with its slot."""
+
+    def __init__(self, size: int, *, lease_s: float | None = 1.0) -> None:
+        if size < 1:
+            raise ValueError(f"steps: at least one slot is needed, not {size}")
+        self.size = size
+        self.lease_s = lease_s
+        self._free = asyncio.Semaphore(size)
+        self._held = 0
+        self._waiting = 0
+        self._long = 0
+        self._ticket: ContextVar[_Ticket | None] = ContextVar(f"step-slot-{id(self)}", default=None)
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        """One step's slot, for as long as the step runs (but while it is set aside)."""
+        ticket = _Ticket()
+        await self._take(ticket)
+        token = self._ticket.set(ticket)
+        try:
+            yield
+        finally:
+            self._ticket.reset(token)
+            self._give(ticket)
+
+    @asynccontextmanager
+    async def aside(self) -> AsyncIterator[None]:
+        """While the step waits on something else (its effect): its slot is free for others.
+        Nothing to do outside a step, or where the slot is already set aside (a command of
+        a check run side by side with others, an effect's command)."""
+        ticket = self._ticket.get()
+        if ticket is None or not (ticket.counted or ticket.lapsed):
+            yield
+            return
+        self._give(ticket)
+        try:
+            yield
+        finally:
+            await self._take(ticket)
+
+    async def _take(self, ticket: _Ticket) -> None:
+        self._waiting += 1
+        try:
+            await self._free.acquire()
+        finally:
+            self._waiting -= 1
+        ticket.counted = True
+        self._held += 1
+        if self.lease_s is not None:
+            ticket.lease = asyncio.get_running_loop().call_later(self.lease_s, self._lapse, ticket)
+
+    def _lapse(self, ticket: _Ticket) -> None:
+        ticket.lease = None
+        if ticket.counted:
+            ticket.counted, ticket.lapsed = False, True
+            self._held -= 1
+            self._long += 1
+            self._free.release()
+
+    def _give(self, ticket: _Ticket) -> None:
+        if ticket.lease is not None:
+            ticket.lease.cancel()
+            ticket.lease = None
+        if ticket.lapsed:
+            ticket.lapsed = False
+            self._long -= 1
+        if ticket.counted:
+            ticket.counted = False
+            self._held -= 1
+            self._free.release()
+
+    def view(self) -> SlotsView:
+        return SlotsView("steps", self.size, self._held, self._waiting, self._long)

@@ -8,10 +8,12 @@ model calls bash once (a short command in the sandbox) and then ends its turn, s
 2 x items model calls. First one run alone, then N runs sent at once, for each N.
 
 Prints, per N: the makespan and its ratio to one run alone; the most model calls in flight;
-the server's CPU per run (its process and the commands it ran) and PostgreSQL's; step
+the server's CPU per run (its process and the commands it ran; in brackets its Python
+processes' own, without the commands and git) and PostgreSQL's; step
 overhead p50/p99 (a step's time outside the model: every step's duration, less the model's
 latency for the model's calls, from DBOS's own step records); the worker's RSS before and at
-its peak, and its growth per active run; the most database connections held. Asserts nothing.
+its peak, and its growth per active run; the most database connections held; how busy the
+whole machine was meanwhile (/proc/stat: this script's fake model included). Asserts nothing.
 
 With `--workers K`, K - 1 `a2a-agent worker` processes (each with a home of its own, as on
 other machines) share the database with the `serve`: it prints how the runs were split
@@ -141,6 +143,13 @@ def postgres_cpu_s() -> float:
                 if (entry / "comm").read_text().strip() == "postgres":
                     total += cpu_s(int(entry.name))
     return total
+
+
+def machine_busy() -> tuple[float, float]:
+    """The machine's busy and total CPU seconds so far, every process's (/proc/stat)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields) - idle) / TICKS, sum(fields) / TICKS
 
 
 def rss_mb(sid: int) -> float:
@@ -358,11 +367,13 @@ def measure(
             )  # fmt: skip
             time.sleep(1)
         with Sampler([p.pid for p in procs], database, name) as sampler:
+            busy0 = machine_busy()
             started = time.monotonic()
             ids = send_all(url, [plan(k, args.items) for k in range(n)])
             sent = time.monotonic() - started
             wait_done(database, ids, args.timeout)
             makespan = time.monotonic() - started
+            busy1 = machine_busy()
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
@@ -402,6 +413,7 @@ def measure(
         "rss_per_run": max(0.0, sampler.peak_rss - idle_rss) / n,
         "connections": sampler.peak_connections,
         "split": shares,
+        "busy": (busy1[0] - busy0[0]) / max(1e-9, busy1[1] - busy0[1]),
     }
 
 
@@ -429,9 +441,9 @@ def main() -> None:
     print(
         "\n| N | alone s | makespan s (sent in) | x alone | bound s | calls in flight | "
         "CPU/run s (+PG) [serving process] | step p50 / p99 ms | RSS MB idle / peak (per run) "
-        "| connections |"
+        "| connections | machine busy |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
     splits: list[str] = []
     with FakeAnthropic([]) as fake:
         answer = responder(args.latency)
@@ -443,7 +455,7 @@ def main() -> None:
                 f"{r['ratio']:.2f}x | {r['bound']:.2f} | {r['in_flight']:.0f} | "
                 f"{r['cpu_per_run']:.3f} (+{r['pg_per_run']:.3f}) [{r['own_per_run']:.3f}] | "
                 f"{r['p50']:.1f} / {r['p99']:.1f} | {r['idle_rss']:.0f} / {r['peak_rss']:.0f} "
-                f"({r['rss_per_run']:.2f}) | {r['connections']:.0f} |",
+                f"({r['rss_per_run']:.2f}) | {r['connections']:.0f} | {r['busy']:.0%} |",
                 flush=True,
             )
             splits.append(f"N = {n}: {r['split']}")

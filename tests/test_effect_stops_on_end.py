@@ -14,6 +14,7 @@ import pytest
 
 from a2a_agent.harness.kernel import effects
 from a2a_agent.harness.kernel.effects import Effects
+from a2a_agent.slots import StepSlots
 
 
 class MissedWakeups:
@@ -33,7 +34,9 @@ class Runs:
 
 def effects_on(state: str) -> Effects:
     runner = Effects.__new__(Effects)
-    runner.ctx = SimpleNamespace(runs=Runs(state))  # type: ignore[assignment]
+    runner.ctx = SimpleNamespace(  # type: ignore[assignment]
+        runs=Runs(state), config=SimpleNamespace(step_slots=StepSlots(1))
+    )
     runner.wakeups = MissedWakeups()
     return runner
 

@@ -12,7 +12,7 @@ import pytest
 from a2a_agent.model.anthropic_adapter import AnthropicModel
 from a2a_agent.model.gated import GatedModel
 from a2a_agent.model.types import ModelRequest, user_text
-from a2a_agent.slots import Slots
+from a2a_agent.slots import Slots, SlotsView, StepSlots
 from tests.support.fake_anthropic import JSON, FakeAnthropic, error_reply, text_reply
 
 
@@ -115,3 +115,74 @@ async def test_a_rate_limited_answer_holds_back_the_calls_that_start_after_it() 
         assert [r.status for r in fake.records] == [429, 200, 200]
     # Without the pause it went out 0.1 s after the 429; now not before the wait it named.
     assert arrived["second"] - arrived["429"] >= 0.95
+
+
+# ---- the steps' own slots -----------------------------------------------------------------
+
+
+async def test_steps_beyond_the_size_wait_in_order_and_one_waiting_on_its_effect_holds_none() -> (
+    None
+):
+    slots = StepSlots(2, lease_s=None)
+    order: list[str] = []
+    effect_done = asyncio.Event()
+    most = 0
+
+    async def step(name: str, *, effect: bool = False) -> None:
+        nonlocal most
+        async with slots.hold():
+            order.append(name)
+            most = max(most, slots.view().held)
+            if effect:
+                async with slots.aside():  # the model thinks: others step meanwhile
+                    assert slots.view().held < 2
+                    await effect_done.wait()
+                order.append(f"{name} concluded")
+            else:
+                await asyncio.sleep(0.01)
+
+    model = asyncio.create_task(step("model", effect=True))
+    await asyncio.sleep(0.01)
+    others = [asyncio.create_task(step(f"s{n}")) for n in range(4)]
+    await asyncio.sleep(0.1)
+    # While the model's step waited on its effect, the four others went through two at a
+    # time; its conclusion then took a slot in line like any other.
+    assert order == ["model", "s0", "s1", "s2", "s3"] and most == 2
+    effect_done.set()
+    await asyncio.gather(model, *others)
+    assert order[-1] == "model concluded"
+    assert slots.view() == SlotsView("steps", 2, 0, 0, 0)
+
+
+async def test_a_slot_set_aside_by_checks_side_by_side_is_given_up_and_taken_once() -> None:
+    slots = StepSlots(1, lease_s=None)
+    seen: list[int] = []
+
+    async def check(n: int) -> None:
+        async with slots.aside():  # each check's command: the step's slot is free once
+            seen.append(slots.view().held)
+            await asyncio.sleep(0.02 * (n + 1))
+
+    async with slots.hold():
+        assert slots.view().held == 1
+        await asyncio.gather(*(check(n) for n in range(3)))
+        assert slots.view().held == 1  # taken again once, not once per check
+    assert seen == [0, 0, 0]
+    assert slots.view() == SlotsView("steps", 1, 0, 0, 0)
+    async with slots.aside():  # outside a step there is nothing to set aside
+        assert slots.view() == SlotsView("steps", 1, 0, 0, 0)
+
+
+async def test_a_step_past_its_lease_lets_the_next_one_in_and_goes_on() -> None:
+    slots = StepSlots(1, lease_s=0.05)
+    entered: list[float] = []
+    started = time.monotonic()
+
+    async def step(hold_s: float) -> None:
+        async with slots.hold():
+            entered.append(time.monotonic() - started)
+            await asyncio.sleep(hold_s)
+
+    await asyncio.gather(step(0.5), step(0.0))
+    assert entered[1] < 0.4, entered  # it did not wait for the first step's 0.5 s
+    assert slots.view() == SlotsView("steps", 1, 0, 0, 0)

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.runner import PlanRunner
 from a2a_agent.harness.kernel.results import StepResult
+from a2a_agent.slots import StepSlots
 
 
 async def _harness_step() -> StepResult:
@@ -27,7 +28,7 @@ async def _no_trace(task_id: str) -> None:
 async def test_a_step_refused_by_a_draining_gate_is_closed_when_cancelled() -> None:
     gate = StepGate()
     assert await gate.drain(timeout_s=0.1)  # nothing in flight: drained at once
-    runner = SimpleNamespace(gate=gate, _trace_of=_no_trace, fault=None)
+    runner = SimpleNamespace(gate=gate, step_slots=StepSlots(1), _trace_of=_no_trace, fault=None)
     step = _harness_step()
     waiting = asyncio.ensure_future(PlanRunner._gated(runner, "task-1", step))  # type: ignore[arg-type]
     await asyncio.sleep(0.05)
@@ -44,7 +45,7 @@ async def test_a_step_that_ran_is_left_as_it_ended() -> None:
     async def ok() -> StepResult:
         return StepResult.from_json({"outcome": "ok", "attempt": 0, "payload": {}})
 
-    runner = SimpleNamespace(gate=gate, _trace_of=_no_trace, fault=None)
+    runner = SimpleNamespace(gate=gate, step_slots=StepSlots(1), _trace_of=_no_trace, fault=None)
     result = await PlanRunner._gated(runner, "task-1", ok())  # type: ignore[arg-type]
     assert result["outcome"] == "ok"
     assert gate.in_flight == 0

@@ -91,6 +91,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         self.gate = gate
         self.delegator = delegator
         self.journal = journal
+        self.step_slots = harness.ctx.config.step_slots  # shared with the harness's effects
         self.fault = harness.ctx.config.fault_file  # tests: a crash point's name (watched.py)
         self._traces: OrderedDict[str, str | None] = OrderedDict()
         super().__init__("plan-runner")
@@ -112,7 +113,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
                 log_context(task_id, name, item_id),
                 tracing.step_span(f"a2a.{name}", await self._trace_of(task_id), attributes) as span,
             ):
-                async with self.gate.step():
+                async with self.gate.step(), self.step_slots.hold():
                     result = (await step).as_json()
                 if self.fault is not None:  # tests only
                     crash_point(self.fault, f"inside-{name}")

@@ -102,12 +102,20 @@ class WorkerSettings:
     concurrency: int = setting(
         "A2A_AGENT_WORKER_CONCURRENCY", 500, Whole(minimum=1), flat="worker_concurrency"
     )
+    # Steps doing their own work at once (reads, records, git), of all runs; a step waiting
+    # on its effect (the model, a command) holds none. 0: four per core.
+    step_concurrency: int = setting("A2A_AGENT_STEP_CONCURRENCY", 0, Whole(minimum=0))
     queue_poll_s: float = setting("A2A_AGENT_QUEUE_POLL_S", 0.5, Seconds())
     reconcile_interval_s: float = setting("A2A_AGENT_RECONCILE_INTERVAL_S", 10.0, Seconds())
     heartbeat_timeout_s: float = setting("A2A_AGENT_HEARTBEAT_TIMEOUT_S", 30.0, Seconds())
     shutdown_grace_s: float = setting("A2A_AGENT_SHUTDOWN_GRACE_S", 30.0, Seconds())
     stuck_after_s: float = setting("A2A_AGENT_STUCK_AFTER_S", 3600.0, Seconds())
     max_run_age_s: float = setting("A2A_AGENT_MAX_RUN_AGE_S", 7 * DAY, Seconds())
+
+    @property
+    def step_slots(self) -> int:
+        """Steps at once: as set, or four per core."""
+        return self.step_concurrency or 4 * (os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from a2a_agent.harness.workspace.git_remote import GitRemote
 from a2a_agent.harness.workspace.sandbox import Sandbox
 from a2a_agent.harness.workspace.unpack import Limits
 from a2a_agent.harness.workspace.workspace import Workspace
-from a2a_agent.slots import Slots
+from a2a_agent.slots import Slots, StepSlots
 from a2a_agent.sources import SourceRules
 from persistence.ledger import Ledger
 from persistence.records import (
@@ -70,6 +70,8 @@ class HarnessConfig:
     # Commands running at once in this worker, whichever runs they belong to (the model's
     # bash included): what the cores allow, while runs waiting on the model take none.
     command_slots: Slots = field(default_factory=lambda: Slots("commands", 8))
+    # Steps doing their own work at once (not waiting on their effects), of all runs.
+    step_slots: StepSlots = field(default_factory=lambda: StepSlots(8))
 
 
 class _Entries:
@@ -142,8 +144,8 @@ class StepContext:
         (commands run side by side note theirs in their own `lane`)."""
         ws = self.workspace(task_id)
         # One of the worker's command slots, held while it runs (its timeout counts from
-        # its start, not from the wait).
-        async with self.config.command_slots.hold():
+        # its start, not from the wait); the step's own slot is free meanwhile.
+        async with self.config.step_slots.aside(), self.config.command_slots.hold():
             return await run_command(
                 command,
                 cwd=cwd or ws.root,

@@ -304,6 +304,10 @@ class Effects:
         """`perform()`, stopped (its command killed, its request dropped) if the task ends
         meanwhile: a cancel, the watchdog. Woken by the task's NOTIFY, and every
         ENDED_POLL_S without one. None if it was stopped."""
+        async with self.ctx.config.step_slots.aside():  # others step while this one waits
+            return await self._watched(task_id, perform)
+
+    async def _watched(self, task_id: str, perform: Callable[[], Awaitable[JSON]]) -> JSON | None:
         work = asyncio.ensure_future(perform())
         try:
             async with self.wakeups.watch(task_id) as wake:
