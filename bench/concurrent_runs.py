@@ -13,7 +13,9 @@ processes' own, without the commands and git) and PostgreSQL's; step
 overhead p50/p99 (a step's time outside the model: every step's duration, less the model's
 latency for the model's calls, from DBOS's own step records); the worker's RSS before and at
 its peak, and its growth per active run; the most database connections held; how busy the
-whole machine was meanwhile (/proc/stat: this script's fake model included). Asserts nothing.
+whole machine was meanwhile (/proc/stat), and what of it was this script (the fake model) and
+the rest per run (the server, PostgreSQL and the kernel's work for the commands' boxes, which
+no process is charged for). Asserts nothing.
 
 With `--workers K`, K - 1 `a2a-agent worker` processes (each with a home of its own, as on
 other machines) share the database with the `serve`: it prints how the runs were split
@@ -367,13 +369,13 @@ def measure(
             )  # fmt: skip
             time.sleep(1)
         with Sampler([p.pid for p in procs], database, name) as sampler:
-            busy0 = machine_busy()
+            busy0, mine0 = machine_busy(), time.process_time()
             started = time.monotonic()
             ids = send_all(url, [plan(k, args.items) for k in range(n)])
             sent = time.monotonic() - started
             wait_done(database, ids, args.timeout)
             makespan = time.monotonic() - started
-            busy1 = machine_busy()
+            busy1, mine = machine_busy(), time.process_time() - mine0
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
@@ -414,6 +416,10 @@ def measure(
         "connections": sampler.peak_connections,
         "split": shares,
         "busy": (busy1[0] - busy0[0]) / max(1e-9, busy1[1] - busy0[1]),
+        "fake_per_run": mine / n,
+        # Everything the machine did for the runs but this script (the fake model): the
+        # server, PostgreSQL, and the kernel's work for the boxes no process is charged for.
+        "machine_per_run": max(0.0, busy1[0] - busy0[0] - mine) / n,
     }
 
 
@@ -455,7 +461,9 @@ def main() -> None:
                 f"{r['ratio']:.2f}x | {r['bound']:.2f} | {r['in_flight']:.0f} | "
                 f"{r['cpu_per_run']:.3f} (+{r['pg_per_run']:.3f}) [{r['own_per_run']:.3f}] | "
                 f"{r['p50']:.1f} / {r['p99']:.1f} | {r['idle_rss']:.0f} / {r['peak_rss']:.0f} "
-                f"({r['rss_per_run']:.2f}) | {r['connections']:.0f} | {r['busy']:.0%} |",
+                f"({r['rss_per_run']:.2f}) | {r['connections']:.0f} | {r['busy']:.0%} "
+                f"(this script {r['fake_per_run']:.3f} s/run; the rest "
+                f"{r['machine_per_run']:.3f} s/run) |",
                 flush=True,
             )
             splits.append(f"N = {n}: {r['split']}")

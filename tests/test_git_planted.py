@@ -264,14 +264,14 @@ async def _drive(s: Setup, name: str) -> str:
     s.bundles.append(bundle)
     assert await ws.has_commit(head)
     assert await ws.fingerprint() != "missing"
-    assert "work.txt" in await ws.files_changed_since(s.seed)
     view = StepView(
         task_id="t", state="working", goal="", items=[], fingerprint=None,
         checkpoint_sha=head, seed={"kind": "files"}, base_sha=s.seed,
     )  # fmt: skip
-    files, shown = await outputs.results(ws, view, outputs.OutputConfig("http://x", 0))
-    assert b"changed by the command" in files[0].body
-    assert {f["path"] for f in shown[2]["files"]} >= {"work.txt"}
+    made = await outputs.results(ws, view, outputs.OutputConfig("http://x", 0), before=s.first)
+    assert b"changed by the command" in made.files[0].body
+    assert {f["path"] for f in made.shown[2]["files"]} >= {"work.txt"}
+    assert made.committed == ["work.txt"]
     assert "work.txt" in await repo_context.overview(ws, 4000)
     # A bisect: the commits after the seed, whose made them, and a probe's export.
     assert await ws.commits_after(s.seed, head) == [s.first, head]

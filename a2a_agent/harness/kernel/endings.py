@@ -67,13 +67,14 @@ class RunEndings:
     async def report(
         self, view: StepView, items: list[ItemRow] | None = None, stopped: JSON | None = None
     ) -> JSON:
-        """The final report from the stored items, the commits, the budget ledger, what
-        crashes cost the run (steps re-run, workspaces restored), whatever the ending, what
-        the plan's own check found before the work and after it, and the person's decision
-        that ended the run if one did (`stopped`)."""
+        """The final report from the stored items, the budget ledger, what crashes cost the
+        run (steps re-run, workspaces restored), whatever the ending, what the plan's own
+        check found before the work and after it, and the person's decision that ended the
+        run if one did (`stopped`). The files it changed are the outputs' (`closing_record`,
+        read once with them)."""
         report = build_report(
             items if items is not None else view.items,
-            await self.ctx.workspace(view.task_id).files_changed_since(view.base_sha),
+            (),
             await self.ctx.guard.budgets.budget_status(view.task_id),
             await self.ctx.runs.run_counts(view.task_id),
             view.policy.get("acceptance"),
@@ -117,6 +118,7 @@ class RunEndings:
             for t in record.transitions
         ]
         record = dataclasses.replace(record, transitions=transitions)
+        before = self.ctx.workspace(view.task_id).head()
         checkpoint = await self.ctx.commit(
             view,
             items if items is not None else view.items,
@@ -129,9 +131,12 @@ class RunEndings:
             return record
         # What the run hands back: its diff, its commits as a bundle, the files it changed.
         config = OutputConfig(self.ctx.config.public_url, self.ctx.config.inline_output_bytes)
-        files, shown = await results(self.ctx.workspace(view.task_id), view, config)
-        report = {**record.report, "outputs": shown}
-        return dataclasses.replace(record, report=report, outputs=files)
+        made = await results(self.ctx.workspace(view.task_id), view, config, before=before)
+        # The files the work changed: its commits' before this closing one (none if it had
+        # none), read with the outputs; the diff and the files output also hold what this
+        # commit took of an attempt cut short.
+        report = {**record.report, "outputs": made.shown, "files_changed": made.committed}
+        return dataclasses.replace(record, report=report, outputs=made.files)
 
     async def _end(
         self,

@@ -10,14 +10,14 @@ larger than the inline limit also travels inside the artifact.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
+import shlex
 from dataclasses import dataclass
 
 from a2a_agent.harness.kernel.results import JSON
 from a2a_agent.harness.workspace.git import PACK, bundle_of
-from a2a_agent.harness.workspace.workspace import DERIVED_FILES, Workspace
+from a2a_agent.harness.workspace.workspace import DERIVED_FILES, Workspace, WorkspaceError
 from persistence.records import OutputFile, StepView
 
 EXCLUDED = tuple(f":(exclude,top){name}" for name in DERIVED_FILES)
@@ -47,49 +47,88 @@ def _caller_has(view: StepView) -> bool:
     return (view.seed or {}).get("kind") in ("git", "from_task") and view.base_sha is not None
 
 
-async def changed_files(ws: Workspace, base: str, head: str) -> list[JSON]:
-    """Each path the run changed: how, and its size now (None once deleted)."""
-    raw = await ws.read_git(
-        "diff", "--name-status", "--no-renames", "-z", base, head, "--", ".", *EXCLUDED
-    )
-    fields = raw.decode(errors="surrogateescape").split("\0")
-    changes = [(fields[n], fields[n + 1]) for n in range(0, len(fields) - 1, 2) if fields[n]]
+# The reads of a run's end in one box (`Workspace.read_script`): the diff against the
+# start, a pack of the commits after the prerequisite (none: all), the paths changed and, if
+# any, the tree's sizes, and the paths the commits before the run's last one changed (the
+# report's `files_changed`: the work's, without what the closing commit took of an attempt
+# cut short); each written to the box's own /tmp, then sent as its length in bytes on a line
+# and the bytes. Arguments: base, head, prerequisite, the commit before the last, git, its
+# options.
+OUTPUTS_SCRIPT = f"""set -e
+base=$1 head=$2 prerequisite=$3 before=$4 git=$5
+shift 5
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$git" "$@" diff --binary --full-index --no-color --no-ext-diff --no-textconv \\
+  "$base" "$head" -- . {" ".join(shlex.quote(e) for e in EXCLUDED)} > "$out/diff"
+{{ echo "$head"; [ -z "$prerequisite" ] || echo "^$prerequisite"; }} |
+  "$git" "$@" {" ".join(PACK)} > "$out/pack"
+"$git" "$@" diff --name-status --no-renames -z "$base" "$head" -- . \\
+  {" ".join(shlex.quote(e) for e in EXCLUDED)} > "$out/changes"
+if [ -s "$out/changes" ]; then "$git" "$@" ls-tree -r -l -z "$head"; fi > "$out/tree"
+"$git" "$@" diff --name-only --no-renames -z "$base" "$before" -- . \\
+  {" ".join(shlex.quote(e) for e in EXCLUDED)} > "$out/committed"
+for part in diff pack changes tree committed; do wc -c < "$out/$part"; cat "$out/$part"; done
+"""
+PARTS = ("diff", "pack", "changes", "tree", "committed")
+
+
+@dataclass(frozen=True)
+class RunOutputs:
+    files: list[OutputFile]  # kept whole in task_files
+    shown: list[JSON]  # how the report and the artifacts show them
+    committed: list[str]  # the paths the run's commits before its last one changed
+
+
+def _framed(raw: bytes, names: tuple[str, ...]) -> dict[str, bytes]:
+    """The parts `OUTPUTS_SCRIPT` sent, each as its length on a line and its bytes."""
+    parts: dict[str, bytes] = {}
+    at = 0
+    for name in names:
+        end = raw.index(b"\n", at)
+        size = int(raw[at:end])
+        parts[name] = raw[end + 1 : end + 1 + size]
+        at = end + 1 + size
+        if len(parts[name]) != size:
+            raise ValueError(f"the outputs' {name} was cut short")
+    return parts
+
+
+def changed_files(changes: bytes, tree: bytes) -> list[JSON]:
+    """Each path the run changed (`diff --name-status -z`): how, and its size now (None once
+    deleted), from `ls-tree -r -l -z` of the head."""
+    fields = changes.decode(errors="surrogateescape").split("\0")
+    listed = [(fields[n], fields[n + 1]) for n in range(0, len(fields) - 1, 2) if fields[n]]
     sizes: dict[str, int] = {}
-    if changes:
-        listed = await ws.read_git("ls-tree", "-r", "-l", "-z", head)
-        for entry in listed.decode(errors="surrogateescape").split("\0"):
-            meta, _, path = entry.partition("\t")
-            size = meta.split()[-1] if meta else "-"
-            if path and size.isdigit():
-                sizes[path] = int(size)
+    for entry in tree.decode(errors="surrogateescape").split("\0"):
+        meta, _, path = entry.partition("\t")
+        size = meta.split()[-1] if meta else "-"
+        if path and size.isdigit():
+            sizes[path] = int(size)
     return [
         {"path": path, "change": CHANGES.get(status[:1], status), "size": sizes.get(path)}
-        for status, path in changes
+        for status, path in listed
     ]
 
 
 async def results(
-    ws: Workspace, view: StepView, config: OutputConfig
-) -> tuple[list[OutputFile], list[JSON]]:
-    """The run's result files, and how its report and artifacts show them."""
+    ws: Workspace, view: StepView, config: OutputConfig, *, before: str | None = None
+) -> RunOutputs:
+    """The run's result files, how its report and artifacts show them, and the paths its
+    commits up to `before` (the head before its closing commit; default: the head) changed."""
     head = ws.head()
     base = await start_of(ws, view)
     if head is None or base is None:
-        return [], []
+        return RunOutputs([], [], [])
     task_id = view.task_id
     prerequisite = base if _caller_has(view) else None
-    revs = f"{head}\n" + (f"^{prerequisite}\n" if prerequisite else "")
-    # Three reads of the same commits, each git in a box of its own: side by side, the end
-    # of a run waits for the slowest instead of their sum.
-    diff, pack, changed = await asyncio.gather(
-        ws.read_git(
-            "diff", "--binary", "--full-index", "--no-color", "--no-ext-diff", "--no-textconv",
-            base, head, "--", ".", *EXCLUDED,
-        ),
-        ws.read_git(*PACK, stdin=revs.encode()),
-        changed_files(ws, base, head),
-    )  # fmt: skip
-    bundle = bundle_of(pack, head, prerequisite)
+    raw = await ws.read_script(OUTPUTS_SCRIPT, base, head, prerequisite or "", before or head)
+    try:
+        parts = _framed(raw, PARTS)
+    except ValueError as exc:  # the box's output is ours; this is a broken git, not input
+        raise WorkspaceError(f"the run's outputs could not be read: {exc}") from exc
+    diff, changed = parts["diff"], changed_files(parts["changes"], parts["tree"])
+    bundle = bundle_of(parts["pack"], head, prerequisite)
     files = [
         OutputFile("diff", DIFF, f"{task_id}.diff", diff),
         OutputFile("bundle", BUNDLE, f"{task_id}.bundle", bundle),
@@ -105,7 +144,8 @@ async def results(
             "files": changed,
         },
     ]
-    return files, shown
+    committed = parts["committed"].decode(errors="surrogateescape").split("\0")
+    return RunOutputs(files, shown, [p for p in committed if p] if before else [])
 
 
 def _shown(output: OutputFile, task_id: str, config: OutputConfig, **extra: object) -> JSON:

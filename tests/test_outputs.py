@@ -1,0 +1,101 @@
+"""A run's outputs are read in one box (`outputs.OUTPUTS_SCRIPT`): the diff, the bundle's
+pack, the paths changed and their sizes are what git gives for each read on its own, for
+awkward paths (a newline, a tab, a space), a binary file, a deletion, and a run that changed
+nothing but the rendered files."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from a2a_agent.harness.kernel import outputs
+from a2a_agent.harness.workspace.git import GIT, GIT_ENV
+from a2a_agent.harness.workspace.sandbox import Sandbox
+from a2a_agent.harness.workspace.workspace import Workspace
+from persistence.records import StepView
+
+
+def git(root: Path, *args: str) -> bytes:
+    """Git on its own, unboxed, for what the harness reads in one box."""
+    env = {**GIT_ENV, "HOME": str(root)}
+    return subprocess.run([GIT, *args], cwd=root, env=env, capture_output=True, check=True).stdout
+
+
+async def workspace(tmp_path: Path) -> tuple[Workspace, str]:
+    ws = Workspace(tmp_path / "task", sandbox=Sandbox())
+    await ws.ensure()
+    (ws.root / "keep.txt").write_text("kept\n")
+    (ws.root / "gone.txt").write_text("going\n")
+    (ws.root / "plan.json").write_text("{}\n")
+    base, _ = await ws.commit("Start", "t:start", None)
+    return ws, base
+
+
+def view_of(base: str) -> StepView:
+    return StepView(
+        task_id="t", state="working", goal="", items=[], fingerprint=None,
+        checkpoint_sha=None, seed={"kind": "git"}, base_sha=base,
+    )  # fmt: skip
+
+
+async def test_the_outputs_read_in_one_box_are_what_each_read_gives(tmp_path: Path) -> None:
+    ws, base = await workspace(tmp_path)
+    (ws.root / "gone.txt").unlink()
+    (ws.root / "line\nbreak.txt").write_text("odd\n")
+    (ws.root / "tab\tand space.txt").write_text("odder\n")
+    (ws.root / "blob.bin").write_bytes(bytes(range(256)) * 8)
+    (ws.root / "plan.json").write_text('{"changed": true}\n')  # rendered: not an output
+    work, _ = await ws.commit("Work", "t:work", base)
+    (ws.root / "late.txt").write_text("an attempt cut short\n")
+    head, _ = await ws.commit("Run ended", "t:end", work)
+    made = await outputs.results(
+        ws, view_of(base), outputs.OutputConfig("http://x", 0), before=work
+    )
+    files, shown = made.files, made.shown
+    excluded = list(outputs.EXCLUDED)
+    diff = git(ws.root, "diff", "--binary", "--full-index", "--no-color", "--no-ext-diff",
+               "--no-textconv", base, head, "--", ".", *excluded)  # fmt: skip
+    assert files[0].body == diff and b"GIT binary patch" in diff
+    # The bundle builds on the start, which the caller holds, and git takes it.
+    bundle = tmp_path / "run.bundle"
+    bundle.write_bytes(files[1].body)
+    clone = tmp_path / "clone"
+    subprocess.run([GIT, "clone", "-q", str(ws.root), str(clone)], check=True)
+    subprocess.run([GIT, "-C", str(clone), "checkout", "-q", base], check=True)
+    subprocess.run([GIT, "-C", str(clone), "fetch", "-q", str(bundle), "main"], check=True)
+    assert git(clone, "rev-parse", "FETCH_HEAD").decode().strip() == head
+    changed = {f["path"]: (f["change"], f["size"]) for f in shown[2]["files"]}
+    assert changed == {
+        "gone.txt": ("deleted", None),
+        "line\nbreak.txt": ("added", 4),
+        "tab\tand space.txt": ("added", 6),
+        "blob.bin": ("added", 2048),
+        "late.txt": ("added", 21),
+    }
+    # The report's files changed are the work's commits', before the closing one.
+    assert sorted(made.committed) == sorted(set(changed) - {"late.txt"})
+
+
+async def test_a_run_that_changed_only_the_rendered_files_has_no_files_changed(
+    tmp_path: Path,
+) -> None:
+    ws, base = await workspace(tmp_path)
+    (ws.root / "plan.json").write_text('{"done": 1}\n')
+    head, _ = await ws.commit("Rendered", "t:render", base)
+    made = await outputs.results(
+        ws, view_of(base), outputs.OutputConfig("http://x", 0), before=head
+    )
+    assert made.files[0].body == b"" and made.shown[2]["files"] == [] and made.committed == []
+
+
+def test_outputs_cut_short_are_refused_not_read_as_something_else() -> None:
+    whole = b"3\nabc2\nxy0\n0\n1\nz"
+    assert outputs._framed(whole, outputs.PARTS) == {
+        "diff": b"abc", "pack": b"xy", "changes": b"", "tree": b"", "committed": b"z"
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="cut short"):
+        outputs._framed(b"3\nabc9\nxy", outputs.PARTS)
+    with pytest.raises(ValueError):
+        outputs._framed(b"3\nabc", outputs.PARTS)
