@@ -25,7 +25,25 @@ class SlotsView:
     long: int  # holders past their lease: still running, no longer counted
 
 
-class Slots:
+class _Bounded:
+    """At most `size` at once, and the counts a view shows (both kinds of slot below)."""
+
+    def __init__(self, name: str, size: int, lease_s: float | None) -> None:
+        if size < 1:
+            raise ValueError(f"{name}: at least one slot is needed, not {size}")
+        self.name = name
+        self.size = size
+        self.lease_s = lease_s
+        self._free = asyncio.Semaphore(size)
+        self._held = 0
+        self._waiting = 0
+        self._long = 0  # holders past their lease: still running, no longer counted
+
+    def view(self) -> SlotsView:
+        return SlotsView(self.name, self.size, self._held, self._waiting, self._long)
+
+
+class Slots(_Bounded):
     """At most `size` holders at once; those waiting are served in the order they came
     (asyncio's semaphore wakes its waiters first in, first out), so a burst that arrived
     later does not pass a run that was waiting before it.
@@ -36,15 +54,7 @@ class Slots:
     cores among what runs."""
 
     def __init__(self, name: str, size: int, *, lease_s: float | None = None) -> None:
-        if size < 1:
-            raise ValueError(f"{name}: at least one slot is needed, not {size}")
-        self.name = name
-        self.size = size
-        self.lease_s = lease_s
-        self._free = asyncio.Semaphore(size)
-        self._held = 0
-        self._waiting = 0
-        self._long = 0
+        super().__init__(name, size, lease_s)
         self._not_before = 0.0  # monotonic time before which no slot is handed out
 
     @asynccontextmanager
@@ -93,9 +103,6 @@ class Slots:
         """Hand out no slot for `seconds` from now (a longer pause asked before still holds)."""
         self._not_before = max(self._not_before, time.monotonic() + max(0.0, seconds))
 
-    def view(self) -> SlotsView:
-        return SlotsView(self.name, self.size, self._held, self._waiting, self._long)
-
 
 @dataclass
 class _Ticket:
@@ -104,7 +111,7 @@ class _Ticket:
     lease: asyncio.TimerHandle | None = None
 
 
-class StepSlots:
+class StepSlots(_Bounded):
     """A step's own work (its reads, records, renders and the harness's git), at most `size`
     steps at once of all runs; the step sets its slot aside while it waits on its effect
     (a model call, a command, a peer: `aside`) and takes one again, in line, after.
@@ -119,14 +126,7 @@ class StepSlots:
     goes on outside the count, as a long command does with its slot."""
 
     def __init__(self, size: int, *, lease_s: float | None = 1.0) -> None:
-        if size < 1:
-            raise ValueError(f"steps: at least one slot is needed, not {size}")
-        self.size = size
-        self.lease_s = lease_s
-        self._free = asyncio.Semaphore(size)
-        self._held = 0
-        self._waiting = 0
-        self._long = 0
+        super().__init__("steps", size, lease_s)
         self._ticket: ContextVar[_Ticket | None] = ContextVar(f"step-slot-{id(self)}", default=None)
 
     @asynccontextmanager
@@ -186,6 +186,3 @@ class StepSlots:
             ticket.counted = False
             self._held -= 1
             self._free.release()
-
-    def view(self) -> SlotsView:
-        return SlotsView("steps", self.size, self._held, self._waiting, self._long)
