@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol
 
+from a2a_agent.engine.control import RunStopped
 from a2a_agent.harness.kernel.keys import PLAN_SCOPE, effect_key
 from a2a_agent.harness.kernel.results import JSON, StepResult
 from a2a_agent.harness.model import prompts
@@ -16,10 +17,6 @@ from a2a_agent.harness.model.model_work import ModelWork
 from a2a_agent.model.types import ModelResponse, Usage, assistant, tool_results, user_text
 
 P = ParamSpec("P")
-
-
-class RunStopped(Exception):
-    """A step said the run has ended (cancel, budget stop, a failure already recorded)."""
 
 
 class _Steps(Protocol):

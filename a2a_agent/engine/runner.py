@@ -21,9 +21,17 @@ from typing import Any, ParamSpec
 
 from dbos import DBOS, DBOSConfiguredInstance
 
+from a2a_agent.engine.control import (
+    OUTAGE_RETRY,
+    ItemRestart,
+    Rounds,
+    RunPaused,
+    RunStopped,
+    plan_check,
+)
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.journal import StepJournal, failure_reason
-from a2a_agent.engine.model_turns import ModelTurns, RunStopped
+from a2a_agent.engine.model_turns import ModelTurns
 from a2a_agent.engine.segments import enqueue_segment, running_segment, segment_of
 from a2a_agent.harness.checks.decisions import DecisionSteps
 from a2a_agent.harness.checks.facts import FactSteps
@@ -35,40 +43,11 @@ from a2a_agent.harness.model.model_work import ModelWork
 from a2a_agent.observe import tracing
 from a2a_agent.observe.logs import log_context
 from a2a_agent.watched import crash_point
-from persistence.errors import StoreUnavailable
 from persistence.records import TERMINAL_STATES
 
 TRACES_KEPT = 4096
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
-
-
-def _database_outage(exc: BaseException) -> bool:
-    return isinstance(exc, StoreUnavailable)
-
-
-# Steps retry only while the database is unreachable (about four minutes in all); any other
-# error is a real failure of the step and ends the run with its reason. (The journal's
-# `OutageRetry` is the same policy for the runs it keeps.)
-OUTAGE_RETRY: dict[str, Any] = {
-    "retries_allowed": True,
-    "max_attempts": 12,
-    "interval_seconds": 1.0,
-    "backoff_rate": 1.5,
-    "should_retry": _database_outage,
-}
-
-
-class RunPaused(Exception):
-    """A step asked a person: this segment of the run ends; a reply starts the next."""
-
-
-class ItemRestart(Exception):
-    """A step restored the workspace: the item starts again as `attempt`."""
-
-    def __init__(self, attempt: int) -> None:
-        super().__init__(attempt)
-        self.attempt = attempt
 
 
 @DBOS.dbos_class()
@@ -384,7 +363,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             await self._plan(task_id)
             await self._step(self.review_plan, task_id)
             snap = (await self._step(self.snapshot, task_id)).payload
-        if plan_prechecks and _plan_check(snap, lean):
+        if plan_prechecks and plan_check(snap, lean):
             checked = await self._step(self.precheck_task, task_id)
             if checked.outcome == "failed":
                 return "failed"  # the plan's own check already passed before any work: refused
@@ -402,7 +381,7 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             if walked != "walked":
                 return walked
             break
-        if prechecks and _plan_check(snap, lean):
+        if prechecks and plan_check(snap, lean):
             accepted = await self._step(self.accept_task, task_id)
             if accepted.outcome == "failed":
                 return "failed"  # the plan's own check did not pass: the run ended there
@@ -488,22 +467,3 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
             if verified.outcome == "done" and item.get("facts"):
                 await self._step(self.establish_facts, task_id, item_id, verified.attempt)
             return verified.outcome
-
-
-class Rounds:
-    """Names re-verification rounds by the segment and their order in it: a pure function of
-    the run's position, the same when a crash replays the workflow."""
-
-    def __init__(self, segment: int) -> None:
-        self.segment = segment
-        self.count = 0
-
-    def next(self) -> str:
-        self.count += 1
-        return f"s{self.segment}.{self.count}"
-
-
-def _plan_check(snap: JSON, lean: bool) -> bool:
-    """Whether the plan's own check has steps to run: always in runs begun before
-    `lean-steps`, else only when the plan has a top-level verify."""
-    return not lean or bool(snap.get("acceptance"))
