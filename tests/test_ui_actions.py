@@ -191,11 +191,33 @@ async def refresh_held(
 async def test_text_typed_while_the_page_refreshes_is_kept(
     start_agent: StartAgent, browser: Browser
 ) -> None:
-    async with refresh_held(start_agent, browser, "ui-typing", "note") as (_, _, view):
+    async with refresh_held(start_agent, browser, "ui-typing", "request") as (_, _, view):
         await view.fill("#note", "typed mid-refresh")
         await view.evaluate("window.__held.shift()()")
-        await view.wait_for_selector("#note:not([data-old])")  # the body was swapped
+        await view.wait_for_selector("#request[data-old]", state="detached")  # swapped
         assert await view.input_value("#note") == "typed mid-refresh"
+
+
+async def test_typing_goes_on_into_the_same_box_across_a_refresh(
+    start_agent: StartAgent, browser: Browser
+) -> None:
+    """A person types while the page's new body lands: the keys after the swap go on into
+    the box, after what was typed before it, and a box the test (or a script) held before
+    the swap is still the one on the page. The swap once replaced the box with a copy of
+    its text: the focus was lost, the rest of the typing went nowhere, and a note filled in
+    as the swap ran was sent empty (the steering note test failed so, under load)."""
+    async with refresh_held(start_agent, browser, "ui-keys", "request") as (_, _, view):
+        held = await view.query_selector("#note")
+        assert held is not None
+        await view.click("#note")
+        await view.keyboard.type("keep the ")
+        await view.evaluate("window.__held.shift()()")
+        await view.wait_for_selector("#request[data-old]", state="detached")  # swapped
+        await view.keyboard.type("API as it is")
+        assert await view.input_value("#note") == "keep the API as it is"
+        assert await held.evaluate("box => box.isConnected && box === document.activeElement")
+        await held.fill("filled through the old handle")
+        assert await view.input_value("#note") == "filled through the old handle"
 
 
 async def test_a_click_the_page_refreshes_under_still_acts(
