@@ -18,9 +18,9 @@ DECLARE
     v_own budget_charges;
     v_last_done timestamptz;
     v_steps bigint;
-    v_reserved boolean;
 BEGIN
-    SELECT id, budget, created_at, waited_s
+    SELECT id, budget, extract(epoch FROM clock_timestamp() - created_at) AS age,
+           waited_s
            + CASE WHEN state = 'input_required'
                   THEN extract(epoch FROM clock_timestamp() - status_at) ELSE 0 END
            AS waited_s
@@ -30,50 +30,66 @@ BEGIN
     END IF;
     SELECT * INTO v_sum FROM budget_totals WHERE task_id = p_task_id;
     SELECT * INTO v_own FROM budget_charges WHERE key = p_exclude_key AND task_id = p_task_id;
-    v_reserved := v_own.kind = 'reservation';
     -- Steps without progress: charged after the last item was done (its index: migration 29).
     v_last_done := (SELECT max(at) FROM transitions WHERE task_id = p_task_id AND to_state = 'done');
     SELECT count(*) INTO v_steps FROM budget_charges
     WHERE task_id = p_task_id AND key <> p_exclude_key AND kind NOT IN ('reservation', 'child')
           AND at > coalesce(v_last_done, '-infinity'::timestamptz);
+    RETURN budget_json(
+        v_task.budget, v_task.age, v_task.waited_s, v_sum, v_own, v_steps,
+        (SELECT coalesce(jsonb_agg(dimension || ':' || threshold), '[]'::jsonb)
+         FROM budget_alerts WHERE task_id = p_task_id));
+END
+$$;
+
+-- What budget_status() says, from what it read: the limits (`p_budget`), the task's age and
+-- time waited for people in seconds, its charges summed (`p_sum`), the step's own charge
+-- left out (`p_own`), the steps without progress and the alerts. create_task() says it of a
+-- new task from its limits alone (nothing charged, no age), without reading its row back.
+CREATE OR REPLACE FUNCTION budget_json(
+    p_budget jsonb, p_age numeric, p_waited double precision, p_sum budget_totals,
+    p_own budget_charges, p_steps bigint, p_alerts jsonb
+) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_reserved boolean := p_own.kind = 'reservation';
+BEGIN
     RETURN jsonb_build_object(
         'usd', jsonb_build_object(
-            'used', round(coalesce(v_sum.usd, 0)
-                          - CASE WHEN v_reserved IS FALSE THEN v_own.usd ELSE 0 END, 6),
-            'reserved', round(coalesce(v_sum.usd_reserved, 0)
-                              - CASE WHEN v_reserved THEN v_own.usd ELSE 0 END, 6),
-            'limit', v_task.budget -> 'max_usd'),
+            'used', round(coalesce(p_sum.usd, 0)
+                          - CASE WHEN v_reserved IS FALSE THEN p_own.usd ELSE 0 END, 6),
+            'reserved', round(coalesce(p_sum.usd_reserved, 0)
+                              - CASE WHEN v_reserved THEN p_own.usd ELSE 0 END, 6),
+            'limit', p_budget -> 'max_usd'),
         'tokens', jsonb_build_object(
-            'used', coalesce(v_sum.tokens, 0)
-                    - CASE WHEN v_reserved IS FALSE THEN v_own.tokens ELSE 0 END,
-            'reserved', coalesce(v_sum.tokens_reserved, 0)
-                        - CASE WHEN v_reserved THEN v_own.tokens ELSE 0 END,
-            'limit', v_task.budget -> 'max_tokens'),
+            'used', coalesce(p_sum.tokens, 0)
+                    - CASE WHEN v_reserved IS FALSE THEN p_own.tokens ELSE 0 END,
+            'reserved', coalesce(p_sum.tokens_reserved, 0)
+                        - CASE WHEN v_reserved THEN p_own.tokens ELSE 0 END,
+            'limit', p_budget -> 'max_tokens'),
         -- Wall time is the run's own: time spent waiting for a person is not counted (the
         -- age is, against the server's maximum run age).
         'wall_s', jsonb_build_object(
-            'used', round((extract(epoch FROM clock_timestamp() - v_task.created_at)
-                           - v_task.waited_s)::numeric, 1),
-            'waited', round(v_task.waited_s::numeric, 1),
-            'age', round(extract(epoch FROM clock_timestamp() - v_task.created_at)::numeric, 1),
-            'limit', v_task.budget -> 'max_wall_s'),
+            'used', round((p_age - p_waited)::numeric, 1),
+            'waited', round(p_waited::numeric, 1),
+            'age', round(p_age, 1),
+            'limit', p_budget -> 'max_wall_s'),
         'steps_without_progress', jsonb_build_object(
-            'used', v_steps, 'limit', v_task.budget -> 'max_steps_without_progress'),
+            'used', p_steps, 'limit', p_budget -> 'max_steps_without_progress'),
         'actions', jsonb_build_object(
-            'used', coalesce(v_sum.actions, 0) - coalesce(v_own.actions, 0),
-            'limit', v_task.budget -> 'max_actions' -> '*'),
+            'used', coalesce(p_sum.actions, 0) - coalesce(p_own.actions, 0),
+            'limit', p_budget -> 'max_actions' -> '*'),
         'actions_by_tool', (
             SELECT coalesce(jsonb_object_agg(t.tool, jsonb_build_object(
-                       'used', t.used, 'limit', v_task.budget -> 'max_actions' -> t.tool)),
+                       'used', t.used, 'limit', p_budget -> 'max_actions' -> t.tool)),
                        '{}'::jsonb)
             FROM (SELECT n.key AS tool,
-                         n.value::bigint - CASE WHEN n.key = v_own.tool THEN v_own.actions
+                         n.value::bigint - CASE WHEN n.key = p_own.tool THEN p_own.actions
                                                 ELSE 0 END AS used
-                  FROM jsonb_each_text(coalesce(v_sum.by_tool, '{}'::jsonb)) AS n) AS t
+                  FROM jsonb_each_text(coalesce(p_sum.by_tool, '{}'::jsonb)) AS n) AS t
             WHERE t.used <> 0),
-        'limits', v_task.budget,
-        'alerts', (SELECT coalesce(jsonb_agg(dimension || ':' || threshold), '[]'::jsonb)
-                   FROM budget_alerts WHERE task_id = p_task_id));
+        'limits', p_budget,
+        'alerts', p_alerts);
 END
 $$;
 
@@ -182,6 +198,62 @@ BEGIN
 END
 $$;
 
+-- The plan artifact: the goal, each item's view with its history in plan order, and the
+-- requests asked (`decisions`). apply_task_change() makes it from the stored rows,
+-- create_task() from the items it is given.
+CREATE OR REPLACE FUNCTION plan_artifact(p_goal text, p_items jsonb, p_decisions jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN jsonb_build_object('goal', p_goal, 'items', p_items, 'decisions', p_decisions);
+END
+$$;
+
+-- A change's transitions (`p_change -> 'transitions'`), numbered after p_seq; returns the
+-- last number.
+CREATE OR REPLACE FUNCTION insert_transitions(p_task_id text, p_seq integer, p_change jsonb)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_transition jsonb;
+    v_seq integer := p_seq;
+BEGIN
+    FOR v_transition IN
+        SELECT value FROM jsonb_array_elements(coalesce(p_change -> 'transitions', '[]'::jsonb))
+    LOOP
+        v_seq := v_seq + 1;
+        INSERT INTO transitions (task_id, seq, item_id, attempt, from_state, to_state, reason, at)
+        VALUES (p_task_id, v_seq, v_transition ->> 'item_id',
+                (v_transition ->> 'attempt')::integer, v_transition ->> 'from_state',
+                v_transition ->> 'to_state', v_transition ->> 'reason',
+                coalesce((v_transition ->> 'at')::timestamptz, clock_timestamp()));
+    END LOOP;
+    RETURN v_seq;
+END
+$$;
+
+-- The stream events of a change as the task row now says it: the plan artifact, the report
+-- artifact and the status, each at its number (NULL: not part of this change).
+CREATE OR REPLACE FUNCTION insert_task_events(
+    p_task_id text, p_plan_seq integer, p_report_seq integer, p_status_seq integer
+) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO events (task_id, seq, body)
+    SELECT t.id, v.seq, v.body
+    FROM tasks t
+    CROSS JOIN LATERAL (VALUES
+        (p_plan_seq, jsonb_build_object('kind', 'artifact', 'name', 'plan', 'data', t.plan)),
+        (p_report_seq,
+         jsonb_build_object('kind', 'artifact', 'name', 'report', 'data', t.report)),
+        (p_status_seq,
+         jsonb_build_object('kind', 'status', 'state', t.state, 'text', t.status_text,
+                            'at', t.status_at, 'data', t.status_data))
+    ) AS v (seq, body)
+    WHERE t.id = p_task_id AND v.seq IS NOT NULL;
+END
+$$;
+
 -- Every change to a task, written in its transaction: transitions numbered from p_seq, the
 -- task row in one UPDATE (its status when a state is given, counters, workspace record,
 -- report, metadata patch, and what is derived from the rows, so that a read never
@@ -198,8 +270,7 @@ CREATE OR REPLACE FUNCTION apply_task_change(
 ) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_transition jsonb;
-    v_seq integer := p_seq;
+    v_seq integer;
     v_event integer := p_event_seq;
     v_state text := p_change ->> 'state';
     v_items_changed boolean := coalesce((p_change ->> 'items_changed')::boolean, false);
@@ -259,16 +330,7 @@ BEGIN
             v_plan := jsonb_set(v_plan, ARRAY['items', v_entry ->> 'index'], v_entry -> 'item');
         END LOOP;
     END IF;
-    FOR v_transition IN
-        SELECT value FROM jsonb_array_elements(coalesce(p_change -> 'transitions', '[]'::jsonb))
-    LOOP
-        v_seq := v_seq + 1;
-        INSERT INTO transitions (task_id, seq, item_id, attempt, from_state, to_state, reason, at)
-        VALUES (p_task_id, v_seq, v_transition ->> 'item_id',
-                (v_transition ->> 'attempt')::integer, v_transition ->> 'from_state',
-                v_transition ->> 'to_state', v_transition ->> 'reason',
-                coalesce((v_transition ->> 'at')::timestamptz, clock_timestamp()));
-    END LOOP;
+    v_seq := insert_transitions(p_task_id, p_seq, p_change);
     IF v_items_changed THEN
         v_event := v_event + 1;
         v_plan_seq := v_event;
@@ -317,12 +379,12 @@ BEGIN
     FROM (SELECT 1) AS one
     LEFT JOIN LATERAL (
         SELECT count(i.item_id) AS items_total,
-               jsonb_build_object(
-                   'goal', t2.goal,
-                   'items', coalesce(jsonb_agg(
+               plan_artifact(
+                   t2.goal,
+                   coalesce(jsonb_agg(
                        i.view || jsonb_build_object('history', i.history) ORDER BY i.position)
                        FILTER (WHERE i.item_id IS NOT NULL), '[]'::jsonb),
-                   'decisions', (
+                   (
                        SELECT coalesce(jsonb_agg(jsonb_build_object(
                                   'id', p.id, 'kind', p.kind, 'item', p.item_id,
                                   'summary', p.summary, 'options', p.options,
@@ -341,18 +403,7 @@ BEGIN
     WHERE t.id = p_task_id
     RETURNING t.parent_id INTO v_parent;
     IF v_event <> p_event_seq THEN
-        INSERT INTO events (task_id, seq, body)
-        SELECT t.id, v.seq, v.body
-        FROM tasks t
-        CROSS JOIN LATERAL (VALUES
-            (v_plan_seq, jsonb_build_object('kind', 'artifact', 'name', 'plan', 'data', t.plan)),
-            (v_report_seq,
-             jsonb_build_object('kind', 'artifact', 'name', 'report', 'data', t.report)),
-            (v_status_seq,
-             jsonb_build_object('kind', 'status', 'state', t.state, 'text', t.status_text,
-                                'at', t.status_at, 'data', t.status_data))
-        ) AS v (seq, body)
-        WHERE t.id = p_task_id AND v.seq IS NOT NULL;
+        PERFORM insert_task_events(p_task_id, v_plan_seq, v_report_seq, v_status_seq);
         INSERT INTO events (task_id, seq, body)
         SELECT p_task_id, v_outputs_seq + o.n,
                jsonb_build_object('kind', 'artifact', 'name', o.x ->> 'name', 'data', o.x)
@@ -817,6 +868,7 @@ DECLARE
     v_view_of text := p_task ->> 'view_of';
     v_source record;
     v_copy_from text;
+    v_has_items boolean;
 BEGIN
     IF NOT p_task ? 'summary' THEN
         PERFORM refuse_older_code('create_task');
@@ -918,13 +970,37 @@ BEGIN
                              'done stay done)', v_from, left(coalesce(v_sha, 'none'), 12),
                              v_done)));
     END IF;
+    IF v_rejection IS NOT NULL THEN
+        v_transitions := v_transitions || jsonb_build_array(jsonb_build_object(
+            'from_state', 'submitted', 'to_state', 'rejected', 'reason', v_rejection));
+    END IF;
+    -- The row as the submission leaves it, written once (an insert and then an update of
+    -- every column and index through apply_task_change() was a third of PostgreSQL's part of
+    -- a send): its state, its transitions and events counted, the plan artifact from the
+    -- items as given (persistence/views.py made their views), and metadata.budget of a task
+    -- that has spent nothing yet.
+    v_has_items := jsonb_array_length(v_items) > 0;
     INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget,
-                       policy, checkpoint_sha, seed, base_sha, trace_context, parent_id)
-    VALUES (v_id, p_task ->> 'owner', p_task ->> 'context_id', 'submitted',
-            CASE WHEN v_rejection IS NULL THEN v_accepted END, v_goal,
-            jsonb_build_array(p_task -> 'first_message'), v_metadata,
-            p_task -> 'budget', v_policy, v_sha, v_seed, v_sha, p_task ->> 'trace_context',
-            p_task ->> 'parent_id');
+                       policy, checkpoint_sha, seed, base_sha, trace_context, parent_id, plan,
+                       transition_seq, event_seq, items_rev)
+    VALUES (v_id, p_task ->> 'owner', p_task ->> 'context_id',
+            CASE WHEN v_rejection IS NULL THEN 'submitted' ELSE 'rejected' END,
+            coalesce(v_rejection, v_accepted), v_goal,
+            jsonb_build_array(p_task -> 'first_message'),
+            v_metadata || coalesce(nullif(p_task -> 'summary', 'null'::jsonb), '{}'::jsonb)
+            || jsonb_build_object('budget', budget_json(
+                   p_task -> 'budget', 0, 0, NULL, NULL, 0, '[]'::jsonb)),
+            p_task -> 'budget', v_policy, v_sha, v_seed, v_sha,
+            p_task ->> 'trace_context', p_task ->> 'parent_id',
+            CASE WHEN v_has_items THEN plan_artifact(
+                v_goal,
+                (SELECT jsonb_agg(x -> 'view' || jsonb_build_object('history', x -> 'history')
+                                  ORDER BY (x ->> 'position')::integer)
+                 FROM jsonb_array_elements(v_items) AS x),
+                '[]'::jsonb) END,
+            jsonb_array_length(v_transitions),
+            CASE WHEN v_has_items THEN 2 ELSE 1 END,
+            CASE WHEN v_has_items THEN 1 ELSE 0 END);
     -- The message's files, kept whole (the message in the history keeps a link to each).
     INSERT INTO task_files (task_id, kind, name, media_type, filename, size, sha256, body, url)
     SELECT v_id, 'input', f ->> 'name', f ->> 'media_type', f ->> 'filename',
@@ -938,21 +1014,13 @@ BEGIN
     -- The items as the store made them (persistence/views.py): a continuation's are the
     -- earlier task's, done ones kept and the rest started afresh.
     PERFORM insert_items(v_id, v_items);
-    IF v_rejection IS NOT NULL THEN
-        v_transitions := v_transitions || jsonb_build_array(jsonb_build_object(
-            'from_state', 'submitted', 'to_state', 'rejected', 'reason', v_rejection));
+    PERFORM insert_transitions(v_id, 0, jsonb_build_object('transitions', v_transitions));
+    PERFORM insert_task_events(
+        v_id, CASE WHEN v_has_items THEN 1 END, NULL, CASE WHEN v_has_items THEN 2 ELSE 1 END);
+    PERFORM pg_notify('a2a_task_events', v_id);
+    IF p_task ->> 'parent_id' IS NOT NULL THEN
+        PERFORM mirror_to_parent(v_id);  -- a child run shows on its parent (apply_task_change)
     END IF;
-    PERFORM apply_task_change(
-        v_id,
-        jsonb_build_object(
-            'transitions', v_transitions,
-            'state', CASE WHEN v_rejection IS NULL THEN 'submitted' ELSE 'rejected' END,
-            'status_text', coalesce(v_rejection, v_accepted),
-            'items_changed', jsonb_array_length(v_items) > 0,
-            'summary', p_task -> 'summary',
-            'charged', true),  -- metadata.budget from the start
-        0,
-        0);
     IF v_rejection IS NULL THEN
         -- The door does not enqueue the run: a worker's starter does, woken by this.
         PERFORM pg_notify('a2a_runs_submitted', v_id);

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from persistence.db import Pool, read
+from persistence.db import Pool, read, transaction
 from persistence.errors import InvalidData, StoreUnavailable
 from persistence.records import (
     Checkpoint,
@@ -285,3 +285,61 @@ async def test_text_the_driver_cannot_send_is_invalid_data_not_a_crash(pool: Poo
     UnicodeEncodeError, which passed the store's translation (a 500 at the door)."""
     with pytest.raises(InvalidData, match="not Unicode"):
         await PostgresTaskStore(pool).get_task("\ud800", None)
+
+
+class _Undone(Exception):
+    """Rolls back the transaction it leaves."""
+
+
+async def _as_apply_task_change_makes_it(pool: Pool, task_id: str) -> dict[str, Any]:
+    """The task's plan and metadata as apply_task_change() assembles them from the stored
+    rows (the items and their views, the budget ledger), in a transaction rolled back."""
+    remade: dict[str, Any] = {}
+    with pytest.raises(_Undone):
+        async with transaction(pool) as conn:
+            await conn.execute(
+                "SELECT apply_task_change(id, %s, transition_seq, event_seq) FROM tasks "
+                "WHERE id = %s",
+                (jsonb({"items_changed": True, "charged": True}), task_id),
+            )
+            cur = await conn.execute("SELECT plan, metadata FROM tasks WHERE id = %s", (task_id,))
+            remade.update(await cur.fetchone() or {})
+            raise _Undone
+    return remade
+
+
+def _still(metadata: dict[str, Any]) -> dict[str, Any]:
+    """metadata without the run's age, which the clock moves between two readings."""
+    wall = {k: v for k, v in metadata["budget"]["wall_s"].items() if k not in ("used", "age")}
+    return {**metadata, "budget": {**metadata["budget"], "wall_s": wall}}
+
+
+@pytest.mark.parametrize("kind", ["plain", "no items", "rejected", "budget", "continuation"])
+async def test_the_row_written_once_is_what_every_change_makes_of_it(pool: Pool, kind: str) -> None:
+    """create_task() writes a new task's row once, its plan artifact made from the items as
+    given and its metadata.budget from its limits alone; every later change assembles both
+    from the stored rows (apply_task_change()). Over the same new task the two agree."""
+    if kind == "continuation":
+        earlier = await ended(pool, 3, done=1)
+        made = await submit(pool, continue_from=earlier)
+    else:
+        kinds: dict[str, dict[str, Any]] = {
+            "plain": {},
+            "no items": {"items": 0},
+            "rejected": {"rejection": "the plan is not valid"},
+            "budget": {"budget": {"max_usd": 2.5, "max_actions": {"bash": 3, "*": 10}}},
+        }
+        fields = dict(kinds[kind])
+        made = await submit(pool, fields.pop("items", 2), **fields)
+    row = await task(pool, made.row.task_id)
+    remade = await _as_apply_task_change_makes_it(pool, made.row.task_id)
+    assert row["plan"] == remade["plan"]
+    assert _still(row["metadata"]) == _still(remade["metadata"])
+    assert row["metadata"]["budget"]["wall_s"]["used"] == 0
+    events = await rows(pool, "SELECT seq, body FROM events WHERE task_id = %s", row["id"])
+    assert [e["seq"] for e in events] == list(range(1, row["event_seq"] + 1))
+    assert events[-1]["body"]["state"] == row["state"]
+    if row["plan"] is not None:
+        assert events[0]["body"] == {"kind": "artifact", "name": "plan", "data": row["plan"]}
+    transitions = await rows(pool, "SELECT seq FROM transitions WHERE task_id = %s", row["id"])
+    assert len(transitions) == row["transition_seq"]

@@ -3,9 +3,9 @@
 `record_step()` (persistence/functions.sql) reads a StepRecord as JSON with `p_step ->> 'key'`
 and `p_step -> 'key'`; a key spelled differently on either side is a silent NULL. This module
 reads the SQL, collects every path it reads out of `p_step` (through the variables, loop
-variables and row aliases that hold a part of it, and one call deep into the functions it
-hands a part to, such as `apply_task_change()`), and checks both directions against what
-`step_json` makes of a StepRecord with every field set.
+variables and row aliases that hold a part of it, and two calls deep into the functions it
+hands a part to, such as `apply_task_change()` and its `insert_transitions()`), and checks
+both directions against what `step_json` makes of a StepRecord with every field set.
 """
 
 from __future__ import annotations
@@ -131,10 +131,11 @@ def _element_aliases(text: str) -> Iterator[tuple[str, str]]:
 
 
 def reads(
-    name: str, param: str, functions: dict[str, tuple[list[str], str]], *, deep: bool = True
+    name: str, param: str, functions: dict[str, tuple[list[str], str]], *, depth: int = 2
 ) -> set[Path_]:
-    """Every path function `name` reads out of its jsonb parameter `param`, and (one call
-    deep) what the functions it PERFORMs read out of the parts of it they are given."""
+    """Every path function `name` reads out of its jsonb parameter `param`, and (`depth`
+    calls deep) what the functions it calls (`PERFORM f(...)`, `v := f(...)`) read out of
+    the parts of it they are given."""
     body = functions[name][1]
     names: dict[str, set[Path_]] = {}
     declare, _, code = body.partition("BEGIN")
@@ -153,12 +154,12 @@ def reads(
             held = _sources(expression, param, names)
             held |= {()} if expression.strip() == param else set()  # the parameter itself
             paths |= {h + chain for chain in _uses(statement, alias) for h in held}
-    for m in re.finditer(r"PERFORM\s+(\w+)\(", code if deep else ""):
+    for m in re.finditer(r"(?:PERFORM|:=)\s*(\w+)\(", code if depth > 0 else ""):
         if m.group(1) not in functions:
             continue
         callee_params = functions[m.group(1)][0]
         for n, arg in enumerate(_split(_balanced(code, m.end() - 1))):
-            callee_reads = reads(m.group(1), callee_params[n], functions, deep=False)
+            callee_reads = reads(m.group(1), callee_params[n], functions, depth=depth - 1)
             built = re.fullmatch(r"jsonb_build_object\((.*)\)", arg, re.S)
             pairs = _split(built.group(1)) if built else []
             if built and len(pairs) % 2 == 0:  # key by key: what each key is made from
