@@ -115,6 +115,30 @@ def test_a_step_span_descends_from_the_task_span_and_its_caller(
     assert step.attributes is not None and step.attributes["a2a.outcome"] == "done"
 
 
+def test_with_tracing_off_a_task_keeps_only_its_callers_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No exporter, no caller's traceparent: nothing to keep, and no span is made for it
+    (task_span and step_span skip the no-op tracer); a caller's trace is still carried, so
+    its steps join it once tracing is on."""
+    monkeypatch.setattr(tracing, "_provider", None)
+    made: list[str] = []
+    real = tracing._tracer
+
+    def counted() -> Any:
+        made.append("tracer")
+        return real()
+
+    monkeypatch.setattr(tracing, "_tracer", counted)
+    assert tracing.task_span("t-1", None) is None
+    with tracing.step_span("a2a.finish", None, {"a2a.task_id": "t-1"}) as span:
+        tracing.outcome(span, {"outcome": "ok", "payload": {}})
+        assert not span.is_recording()
+    assert made == []
+    caller = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
+    assert tracing.task_span("t-2", caller) == caller
+
+
 @pytest.mark.slow
 async def test_one_trace_per_task_across_a_kill9(
     start_agent: StartAgent, database_url: str, tmp_path: Path
