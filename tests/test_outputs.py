@@ -99,3 +99,51 @@ def test_outputs_cut_short_are_refused_not_read_as_something_else() -> None:
         outputs._framed(b"3\nabc9\nxy", outputs.PARTS)
     with pytest.raises(ValueError):
         outputs._framed(b"3\nabc", outputs.PARTS)
+
+
+async def test_the_closing_commit_reads_the_outputs_in_its_own_box(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's last commit and its outputs take one box (`commit_then_read`), and give what
+    the commit and a read after it give in two, for twin workspaces; the same commit under
+    its key again (a step run again after a crash) reads nothing, and `results` reads then."""
+    boxes: list[object] = []
+    wrap = Sandbox.wrap
+
+    def counted(self: Sandbox, argv: object, root: object) -> object:
+        boxes.append(argv)  # the real box is made all the same
+        return wrap(self, argv, root)  # type: ignore[arg-type]
+
+    got: dict[str, outputs.RunOutputs] = {}
+    for name in ("one box", "two boxes"):
+        ws, base = await workspace(tmp_path / name)
+        (ws.root / "gone.txt").unlink()
+        (ws.root / "new.txt").write_text("new\n")
+        work, _ = await ws.commit("Work", "t:work", base)
+        (ws.root / "late.txt").write_text("late\n")
+        config, view = outputs.OutputConfig("http://x", 0), view_of(base)
+        read = outputs.outputs_read(view, work)
+        monkeypatch.setattr(Sandbox, "wrap", counted)
+        boxes.clear()
+        if name == "one box":
+            head, bundle, printed = await ws.commit_then_read("Run ended", "t:end", work, read)
+            assert printed is not None
+            got[name] = outputs.outputs_of(printed, view, config, base=base, head=head, before=work)
+        else:
+            head, bundle = await ws.commit("Run ended", "t:end", work)
+            got[name] = await outputs.results(ws, view, config, before=work)
+        assert len(boxes) == (1 if name == "one box" else 2)
+        monkeypatch.setattr(Sandbox, "wrap", wrap)
+        assert git(ws.root, "log", "-1", "--format=%s").decode().strip() == "Run ended"
+        # The checkpoint holds the closing commit, which git takes.
+        assert bundle is not None
+        (tmp_path / f"{name}.bundle").write_bytes(bundle)
+        listed = git(ws.root, "bundle", "list-heads", str(tmp_path / f"{name}.bundle"))
+        assert listed.decode().split()[0] == head
+        if name == "one box":
+            again = await ws.commit_then_read("Run ended", "t:end", work, read)
+            assert again[0] == head and again[2] is None
+    one, two = got["one box"], got["two boxes"]
+    assert one.files[0].body == two.files[0].body  # the diff: the same blobs on both sides
+    assert one.shown[2]["files"] == two.shown[2]["files"]
+    assert sorted(one.committed) == sorted(two.committed) == ["gone.txt", "new.txt"]

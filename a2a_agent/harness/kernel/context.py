@@ -234,16 +234,34 @@ class StepContext:
         is recorded (each transition with its `from_state` and `at` set, so the files the
         record renders afterwards are the same); the new checkpoint, if HEAD moved. A lost
         workspace is not committed (its restore brings the files back)."""
+        checkpoint, _ = await self.commit_then_read(
+            view, items, pending, key=key, message=message, read=()
+        )
+        return checkpoint
+
+    async def commit_then_read(
+        self,
+        view: StepView,
+        items: Sequence[ItemRow],
+        pending: Sequence[Transition],
+        *,
+        key: str,
+        message: str,
+        read: tuple[str, ...],
+    ) -> tuple[Checkpoint | None, bytes | None]:
+        """`commit`, then `read` (a script that only reads, and its arguments) in the same
+        box: also what it printed, None where it did not run (no workspace, or the commit
+        was made before: `Workspace.commit_then_read`)."""
         ws = self.workspace(view.task_id)
         if not ws.git_dir.is_dir():
-            return None
+            return None, None
         # A step that runs again after a kill -9 in its own commit (the run's closing one
         # included) finds that git's lock: one step of one segment works a workspace at a
         # time, and its commands have ended, so a lock here is a dead process's.
         ws.clear_stale_locks()
         await self.render(view, items, pending)
-        sha, bundle = await ws.commit(message, key, view.checkpoint_sha)
-        return Checkpoint(sha=sha, bundle=bundle) if bundle is not None else None
+        sha, bundle, printed = await ws.commit_then_read(message, key, view.checkpoint_sha, read)
+        return (Checkpoint(sha=sha, bundle=bundle) if bundle is not None else None), printed
 
     async def render(
         self, view: StepView, items: Sequence[ItemRow], pending: Sequence[Transition] = ()

@@ -16,7 +16,7 @@ from a2a_agent.budget import Exhausted
 from a2a_agent.harness.kernel.context import StepContext
 from a2a_agent.harness.kernel.evidence import with_attempt
 from a2a_agent.harness.kernel.keys import effect_key
-from a2a_agent.harness.kernel.outputs import OutputConfig, results
+from a2a_agent.harness.kernel.outputs import OutputConfig, outputs_of, outputs_read, results
 from a2a_agent.harness.kernel.report import build_report, stopped_at
 from a2a_agent.harness.kernel.results import JSON, StepResult
 from persistence.records import (
@@ -118,20 +118,28 @@ class RunEndings:
             for t in record.transitions
         ]
         record = dataclasses.replace(record, transitions=transitions)
-        before = self.ctx.workspace(view.task_id).head()
-        checkpoint = await self.ctx.commit(
+        ws = self.ctx.workspace(view.task_id)
+        before = ws.head()
+        # What the run hands back (its diff, its commits as a bundle, the files it changed)
+        # is read in the closing commit's box, after it.
+        read = outputs_read(view, before) if record.report is not None else ()
+        checkpoint, printed = await self.ctx.commit_then_read(
             view,
             items if items is not None else view.items,
             transitions,
             key=record.effect_key,
             message=f"Run ended: {transitions[-1].reason}"[:200] if transitions else "Run ended",
+            read=read,
         )
         record = dataclasses.replace(record, checkpoint=checkpoint)
         if record.report is None:
             return record
-        # What the run hands back: its diff, its commits as a bundle, the files it changed.
         config = OutputConfig(self.ctx.config.public_url, self.ctx.config.inline_output_bytes)
-        made = await results(self.ctx.workspace(view.task_id), view, config, before=before)
+        head = ws.head()
+        if printed is not None and head is not None and view.base_sha is not None:
+            made = outputs_of(printed, view, config, base=view.base_sha, head=head, before=before)
+        else:  # no read came with the commit (made before this run of the step, say)
+            made = await results(ws, view, config, before=before)
         # The files the work changed: its commits' before this closing one (none if it had
         # none), read with the outputs; the diff and the files output also hold what this
         # commit took of an attempt cut short.

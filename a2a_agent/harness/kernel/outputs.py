@@ -120,9 +120,33 @@ async def results(
     base = await start_of(ws, view)
     if head is None or base is None:
         return RunOutputs([], [], [])
-    task_id = view.task_id
     prerequisite = base if _caller_has(view) else None
     raw = await ws.read_script(OUTPUTS_SCRIPT, base, head, prerequisite or "", before or head)
+    return outputs_of(raw, view, config, base=base, head=head, before=before)
+
+
+def outputs_read(view: StepView, before: str | None) -> tuple[str, ...]:
+    """The read of `results` as a script and its arguments for the run's closing commit to
+    run after it, in its box (`Workspace.commit_then_read`; the head is the new commit); none
+    where the start is not on record (the closing commit may be the first): `results` then."""
+    if view.base_sha is None:
+        return ()
+    prerequisite = view.base_sha if _caller_has(view) else None
+    return (OUTPUTS_SCRIPT, view.base_sha, "HEAD", prerequisite or "", before or "HEAD")
+
+
+def outputs_of(
+    raw: bytes,
+    view: StepView,
+    config: OutputConfig,
+    *,
+    base: str,
+    head: str,
+    before: str | None,
+) -> RunOutputs:
+    """`results` from what `OUTPUTS_SCRIPT` printed (`raw`) for `base`..`head`."""
+    task_id = view.task_id
+    prerequisite = base if _caller_has(view) else None
     try:
         parts = _framed(raw, PARTS)
     except ValueError as exc:  # the box's output is ours; this is a broken git, not input

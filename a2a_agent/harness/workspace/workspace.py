@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import shlex
 import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -76,6 +77,25 @@ shift 3
 "$git" "$@" commit -q --allow-empty --no-verify -F "$message"
 { echo HEAD; [ -z "$previous" ] || echo "^$previous"; } |
   exec "$git" "$@" pack-objects --revs --stdout --thin --delta-base-offset -q
+"""
+_GIT_WORDS = " ".join(shlex.quote(word) for word in (GIT, *GIT_OPTIONS))
+# The commit script, then a script that only reads (as `read_script` runs it) on the
+# repository as the commit left it, in the same box: a run's last commit and its outputs
+# cost one box, not two (a box is about 5 ms of the machine's CPU). $1 the message file, $2
+# the previous checkpoint, $3 the read script; its own arguments follow, and it gets git and
+# its options after them. Prints the checkpoint's pack framed (its length in bytes on a line,
+# then the bytes), then what the read script prints.
+COMMIT_THEN_READ = f"""set -e
+message=$1 previous=$2 read=$3
+shift 3
+{_GIT_WORDS} add -A
+{_GIT_WORDS} commit -q --allow-empty --no-verify -F "$message"
+pack=$(mktemp)
+trap 'rm -f "$pack"' EXIT
+{{ echo HEAD; [ -z "$previous" ] || echo "^$previous"; }} | {_GIT_WORDS} {" ".join(PACK)} > "$pack"
+wc -c < "$pack"
+cat "$pack"
+/bin/sh -c "$read" read "$@" {_GIT_WORDS}
 """
 
 
@@ -267,27 +287,42 @@ class Workspace:
         processes); the message goes through a file, so a long title never meets the
         argument limit; the bundle comes back on stdout.
         """
+        sha, bundle, _ = await self.commit_then_read(message, key, previous, ())
+        return sha, bundle
+
+    async def commit_then_read(
+        self, message: str, key: str, previous: str | None, read: tuple[str, ...]
+    ) -> tuple[str, bytes | None, bytes | None]:
+        """`commit`, then `read` (a script that only reads and its arguments, as
+        `read_script` takes them; none: nothing) in the same box, on the repository as the
+        commit left it: also what the script printed. That is None when the commit had been
+        made before under `key` (a step run again after a crash): read it on its own then."""
         head = self.head()
         if head is not None and f"{KEY_TRAILER}: {key}" in await self._head_message(head):
             if head == previous:
-                return head, None
+                return head, None, None
             revs = f"{head}\n" + (f"^{previous}\n" if previous else "")
             pack = await self._git_bytes(*PACK, stdin=revs.encode())
-            return head, bundle_of(pack, head, previous)
+            return head, bundle_of(pack, head, previous), None
         message_file = self.git_dir / "A2A_COMMIT_MSG"
         overwrite_within(self.root, ".git/A2A_COMMIT_MSG", f"{message}\n\n{KEY_TRAILER}: {key}\n")
-        pack = await self._run(
-            "/bin/sh",
-            "-c",
-            COMMIT_SCRIPT,
-            "commit",
-            str(message_file),
-            previous or "",
-            GIT,
-            *GIT_OPTIONS,
-        )
+        if read:
+            out = await self._run(
+                "/bin/sh", "-c", COMMIT_THEN_READ, "commit", str(message_file), previous or "",
+                *read,
+            )  # fmt: skip
+            size, _, rest = out.partition(b"\n")
+            if not size.strip().isdigit() or len(rest) < int(size):
+                raise WorkspaceError(f"the commit's pack did not come whole in {self.root}")
+            pack, printed = rest[: int(size)], rest[int(size) :]
+        else:
+            pack = await self._run(
+                "/bin/sh", "-c", COMMIT_SCRIPT, "commit", str(message_file), previous or "",
+                GIT, *GIT_OPTIONS,
+            )  # fmt: skip
+            printed = None
         head = self.head() or await self._git("rev-parse", "HEAD")
-        return head, bundle_of(pack, head, previous)
+        return head, bundle_of(pack, head, previous), printed
 
     async def fingerprint(self) -> str:
         """What the working tree is, for telling whether anything changed it between steps.
