@@ -121,7 +121,7 @@ async def test_a_commit_after_a_kill_in_the_last_one_takes_over_its_lock(
     (ws.git_dir / "index.lock").write_text("")  # as the killed `git add` left it
     view = await ctx.view(task.task_id)
     key = effect_key(task.task_id, "finish")
-    made = await ctx.commit(view, view.items, [], key=key, message="Run ended")
+    made, _ = await ctx.commit(view, view.items, [], key=key, message="Run ended")
     assert made is not None and made.sha == ws.head()
     assert not (ws.git_dir / "index.lock").exists()
     assert (ws.root / "plan.json").exists()

@@ -314,7 +314,7 @@ class PlanHarness:
             else i
             for i in view.items
         ]
-        checkpoint = await self.ctx.commit(
+        checkpoint, _ = await self.ctx.commit(
             view,
             items,
             [done],

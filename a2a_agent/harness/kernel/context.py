@@ -229,29 +229,15 @@ class StepContext:
         *,
         key: str,
         message: str,
-    ) -> Checkpoint | None:
+        read: tuple[str, ...] = (),
+    ) -> tuple[Checkpoint | None, bytes | None]:
         """Commit the workspace with plan.json and progress.md as they will be once `pending`
         is recorded (each transition with its `from_state` and `at` set, so the files the
         record renders afterwards are the same); the new checkpoint, if HEAD moved. A lost
-        workspace is not committed (its restore brings the files back)."""
-        checkpoint, _ = await self.commit_then_read(
-            view, items, pending, key=key, message=message, read=()
-        )
-        return checkpoint
-
-    async def commit_then_read(
-        self,
-        view: StepView,
-        items: Sequence[ItemRow],
-        pending: Sequence[Transition],
-        *,
-        key: str,
-        message: str,
-        read: tuple[str, ...],
-    ) -> tuple[Checkpoint | None, bytes | None]:
-        """`commit`, then `read` (a script that only reads, and its arguments) in the same
-        box: also what it printed, None where it did not run (no workspace, or the commit
-        was made before: `Workspace.commit_then_read`)."""
+        workspace is not committed (its restore brings the files back). With `read` (a script
+        that only reads, and its arguments), that runs after the commit in the same box: also
+        what it printed, None where it did not run (no workspace, or the commit was made
+        before: `Workspace.commit_then_read`)."""
         ws = self.workspace(view.task_id)
         if not ws.git_dir.is_dir():
             return None, None

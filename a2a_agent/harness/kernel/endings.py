@@ -123,7 +123,7 @@ class RunEndings:
         # What the run hands back (its diff, its commits as a bundle, the files it changed)
         # is read in the closing commit's box, after it.
         read = outputs_read(view, before) if record.report is not None else ()
-        checkpoint, printed = await self.ctx.commit_then_read(
+        checkpoint, printed = await self.ctx.commit(
             view,
             items if items is not None else view.items,
             transitions,
