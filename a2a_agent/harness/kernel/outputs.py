@@ -120,19 +120,21 @@ async def results(
     base = await start_of(ws, view)
     if head is None or base is None:
         return RunOutputs([], [], [])
-    prerequisite = base if _caller_has(view) else None
-    raw = await ws.read_script(OUTPUTS_SCRIPT, base, head, prerequisite or "", before or head)
+    raw = await ws.read_script(*_read(view, base, head, before))
     return outputs_of(raw, view, config, base=base, head=head, before=before)
+
+
+def _read(view: StepView, base: str, head: str, before: str | None) -> tuple[str, ...]:
+    """`OUTPUTS_SCRIPT` and its arguments, for `base`..`head`."""
+    prerequisite = base if _caller_has(view) else None
+    return (OUTPUTS_SCRIPT, base, head, prerequisite or "", before or head)
 
 
 def outputs_read(view: StepView, before: str | None) -> tuple[str, ...]:
     """The read of `results` as a script and its arguments for the run's closing commit to
     run after it, in its box (`Workspace.commit_then_read`; the head is the new commit); none
     where the start is not on record (the closing commit may be the first): `results` then."""
-    if view.base_sha is None:
-        return ()
-    prerequisite = view.base_sha if _caller_has(view) else None
-    return (OUTPUTS_SCRIPT, view.base_sha, "HEAD", prerequisite or "", before or "HEAD")
+    return () if view.base_sha is None else _read(view, view.base_sha, "HEAD", before)
 
 
 def outputs_of(

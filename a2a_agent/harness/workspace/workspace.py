@@ -79,15 +79,18 @@ _GIT_WORDS = " ".join(shlex.quote(word) for word in (GIT, *GIT_OPTIONS))
 COMMIT_SCRIPT = f"""set -e
 message=$1 previous=$2 read=$3
 shift 3
+pack() {{
+  {{ echo HEAD; [ -z "$previous" ] || echo "^$previous"; }} | {_GIT_WORDS} {" ".join(PACK)}
+}}
 {_GIT_WORDS} add -A
 {_GIT_WORDS} commit -q --allow-empty --no-verify -F "$message"
 if [ -z "$read" ]; then
-  {{ echo HEAD; [ -z "$previous" ] || echo "^$previous"; }} | exec {_GIT_WORDS} {" ".join(PACK)}
+  pack
   exit
 fi
 pack=$(mktemp)
 trap 'rm -f "$pack"' EXIT
-{{ echo HEAD; [ -z "$previous" ] || echo "^$previous"; }} | {_GIT_WORDS} {" ".join(PACK)} > "$pack"
+pack > "$pack"
 wc -c < "$pack"
 cat "$pack"
 /bin/sh -c "$read" read "$@" {_GIT_WORDS}
