@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from a2a_agent.mcp_door.doorway import Door, Doorway
 from persistence.records import TaskPage
 from persistence.watch import PostgresWatchdogStore
+from tests.clients.test_mcp import TasksExtension
 from tests.support.in_process import BASE_URL, InProcess, in_process
 
 KEYED = {"A2A_AGENT_INSECURE_OPEN": "0"}
@@ -38,7 +39,9 @@ async def door(database_url: str, home: Path) -> AsyncIterator[tuple[InProcess, 
 
 
 @asynccontextmanager
-async def mcp_client(app: InProcess, key: str, mode: str = "2026-07-28") -> AsyncIterator[Client]:
+async def mcp_client(
+    app: InProcess, key: str, mode: str = "2026-07-28", extensions: list[Any] | None = None
+) -> AsyncIterator[Client]:
     """The `mcp` SDK's client on the app in process, with the key."""
     # The SDK's client speaks through httpx2 (its fork of httpx), which has the same transport.
     transport = httpx2.ASGITransport(app=app.app)
@@ -46,9 +49,20 @@ async def mcp_client(app: InProcess, key: str, mode: str = "2026-07-28") -> Asyn
     http = httpx2.AsyncClient(transport=transport, base_url=BASE_URL, headers=headers, timeout=30)
     async with (
         http,
-        Client(streamable_http_client(f"{BASE_URL}/mcp", http_client=http), mode=mode) as client,
+        Client(
+            streamable_http_client(f"{BASE_URL}/mcp", http_client=http),
+            mode=mode,
+            extensions=extensions or [],
+        ) as client,
     ):
         yield client
+
+
+async def task_count(app: InProcess) -> int:
+    async with app.runtime.pool.connection() as conn:
+        row = await (await conn.execute("SELECT count(*) AS n FROM tasks")).fetchone()
+    assert row is not None
+    return int(row["n"])
 
 
 def text(result: types.CallToolResult) -> str:
@@ -93,11 +107,55 @@ async def test_a_tool_refuses_its_arguments_in_words(
             assert result.is_error, (tool, arguments)
             assert text(result) == expected
             plain(text(result))
+        # An argument the tool does not take (pydantic dropped it without a word: a misspelt
+        # budget ran the task with none) is refused by name, with the ones it takes.
+        takes = "it takes `goal`, `plan`, `workspace`, `budget`, `publish`"
+        result = await client.call_tool("delegate", {"plan": PLAN, "bugdet": {"maxUsd": 1}})
+        assert result.is_error
+        assert text(result) == f"delegate: `bugdet` is not an argument of this tool; {takes}"
+        result = await client.call_tool("get_task", {"task_id": "t", "id": "t", "x": 1})
+        assert text(result) == (
+            "get_task: `id`, `x` are not arguments of this tool; it takes `task_id`"
+        )
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert all(t.input_schema["additionalProperties"] is False for t in listed.values())
+        # Nothing was made of the refused delegate.
+        assert await task_count(app) == 0
         # A plan's own fields are checked by the service, which already says it in words.
         bad = {**PLAN, "items": [{**PLAN["items"][0], "maxAttempts": "x"}]}
         result = await client.call_tool("delegate", {"plan": bad})
         assert result.is_error and text(result).startswith("delegate: plan.items[0].maxAttempts")
         assert "must be a whole number" in text(result)
+
+
+async def test_a_task_made_by_a_tool_call_refuses_an_unknown_argument(
+    door: tuple[InProcess, str],
+) -> None:
+    # A `delegate` answered with a task (the tasks extension, or 2025-11-25's `task` field)
+    # is made from the arguments as sent, past the tool's own check: refused there the same.
+    app, key = door
+    takes = "it takes `goal`, `plan`, `workspace`, `budget`, `publish`"
+    async with mcp_client(app, key, extensions=[TasksExtension()]) as client:
+        result = await client.session.call_tool(
+            "delegate", {"plan": PLAN, "bugdet": {"maxUsd": 1}}, allow_claimed=True
+        )
+        assert isinstance(result, types.CallToolResult) and result.is_error
+        assert text(result) == f"delegate: `bugdet` is not an argument of this tool; {takes}"
+    headers = {"Authorization": f"Bearer {key}", "MCP-Protocol-Version": "2025-11-25"}
+    arguments = {"plan": PLAN, "bugdet": {"maxUsd": 1}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "delegate", "arguments": arguments, "task": {"ttl": 60000}},
+    }
+    response = await app.http.post("/mcp", json=message, headers={**headers, **JSON_OR_SSE})
+    result = response.json()["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == (
+        f"delegate: `bugdet` is not an argument of this tool; {takes}"
+    )
+    assert await task_count(app) == 0
 
 
 async def delegated(client: Any) -> str:

@@ -3,8 +3,10 @@
 The `mcp` SDK checks a tool's arguments with pydantic and hands the caller pydantic's report
 ("1 validation error for get_taskArguments", the input echoed, a link to errors.pydantic.dev),
 and starts every refusal with `Error executing tool <name>: `. The door's tools are
-`PlainTool`s: an argument refused says which one, what it takes and what came instead, and
-every refusal starts with the tool's name.
+`PlainTool`s: an argument refused says which one, what it takes and what came instead, an
+argument the tool does not take is refused by name (pydantic would drop it without a word, so
+a misspelt `bugdet` ran the task with no budget), and every refusal starts with the tool's
+name.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class PlainTool(Tool):
     async def run(
         self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
     ) -> Any:
+        unknown = unknown_arguments(arguments, self.parameters)
+        if unknown:
+            raise ToolError(f"{self.name}: {unknown}")
         try:
             return await super().run(arguments, context, convert_result)
         except UnexpectedToolError:
@@ -55,6 +60,23 @@ class PlainTool(Tool):
             if isinstance(cause, ToolError):
                 raise ToolError(f"{self.name}: {cause}") from cause
             raise
+
+
+def closed(parameters: JSON) -> JSON:
+    """A tool's input schema that says what `PlainTool.run` enforces: no other argument."""
+    return {**parameters, "additionalProperties": False}
+
+
+def unknown_arguments(arguments: dict[str, Any], parameters: JSON) -> str | None:
+    """The arguments the tool does not take, in words with the ones it does; None if none."""
+    known = list(parameters.get("properties") or {})
+    unknown = [name for name in arguments if name not in known]
+    if not unknown:
+        return None
+    named = ", ".join(f"`{name}`" for name in unknown)
+    taken = ", ".join(f"`{name}`" for name in known) or "no arguments"
+    what = "is not an argument" if len(unknown) == 1 else "are not arguments"
+    return f"{named} {what} of this tool; it takes {taken}"
 
 
 def refused(error: ValidationError, parameters: JSON) -> str:

@@ -85,7 +85,7 @@ class LegacyTasks:
             row = await self.door.delegate(request.arguments or {}, ctx.request, ctx.request_id)
         except ToolError as exc:
             # The tool refused its arguments: a tool error, as a plain call would give it.
-            failed = {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+            failed = {"content": [{"type": "text", "text": f"delegate: {exc}"}], "isError": True}
             return _dumped(_parsed(legacy.CallToolResult, failed))
         created = _parsed(legacy.CreateTaskResult, {"task": await self._task(row)})
         return _dumped(created)

@@ -57,7 +57,7 @@ from starlette.types import ASGIApp
 from a2a_agent.edge import scopes
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.mcp_door import shapes
-from a2a_agent.mcp_door.arguments import PlainTool
+from a2a_agent.mcp_door.arguments import PlainTool, closed, unknown_arguments
 from a2a_agent.mcp_door.legacy_tasks import LegacyTasks
 from a2a_agent.mcp_door.task_notifications import TaskListeners
 from a2a_agent.mcp_door.tasks_extension import TasksExtension, declared, said
@@ -153,9 +153,9 @@ class McpDoor:
     async def delegate(self, arguments: JSON, request: Request | None, call_id: Any) -> TaskRow:
         """A task from a tool call's arguments, stored (and its run started) before this
         returns; ToolError, saying why, if the handler refuses it."""
-        unknown = sorted(set(arguments) - {"goal", *DATA_KEYS})
+        unknown = unknown_arguments(arguments, {"properties": dict.fromkeys(("goal", *DATA_KEYS))})
         if unknown:
-            raise ToolError(f"delegate takes goal, {', '.join(DATA_KEYS)}; not {unknown}")
+            raise ToolError(unknown)
         parts = []
         goal = arguments.get("goal")
         if goal is not None and not isinstance(goal, str):
@@ -348,4 +348,4 @@ class McpDoor:
             **{key: schemas[key] for key in DATA_KEYS},
         }
         tools[0] = tools[0].model_copy(update={"parameters": parameters})
-        return tools
+        return [tool.model_copy(update={"parameters": closed(tool.parameters)}) for tool in tools]

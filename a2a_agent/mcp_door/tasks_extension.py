@@ -63,7 +63,11 @@ class TasksExtension(Extension):
         try:
             row = await self.door.delegate(params.arguments or {}, ctx.request, ctx.request_id)
         except ToolError as exc:
-            return {"resultType": "complete", "content": [_text(str(exc))], "isError": True}
+            return {
+                "resultType": "complete",
+                "content": [_text(f"delegate: {exc}")],
+                "isError": True,
+            }
         return {"resultType": "task", **await self.door.task(row)}
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> JSON:
