@@ -209,6 +209,114 @@ BEGIN
 END
 $$;
 
+-- How far apart plan events hold the plan whole (in event numbers): between them, an event
+-- holds only the items a step changed, and a reader applies at most this many to the last
+-- whole one (task_events()).
+CREATE OR REPLACE FUNCTION plan_full_every() RETURNS integer
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN 16;
+END
+$$;
+
+-- The plan with `p_changes` ([{index, id, item}]: each changed item where the plan has it)
+-- applied; apply_task_change() checked that each is where the plan has its id.
+CREATE OR REPLACE FUNCTION plan_with_changes(p_plan jsonb, p_changes jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_plan jsonb := p_plan;
+    v_entry jsonb;
+BEGIN
+    FOR v_entry IN SELECT value FROM jsonb_array_elements(p_changes) LOOP
+        v_plan := jsonb_set(v_plan, ARRAY['items', v_entry ->> 'index'], v_entry -> 'item');
+    END LOOP;
+    RETURN v_plan;
+END
+$$;
+
+-- The plan as of plan event p_seq: its own if it holds it whole, else the whole one it
+-- builds on with every change from there to it applied.
+CREATE OR REPLACE FUNCTION plan_as_of(p_task_id text, p_seq integer) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_body jsonb;
+    v_plan jsonb;
+    v_changes jsonb;
+BEGIN
+    SELECT body INTO v_body FROM events WHERE task_id = p_task_id AND seq = p_seq;
+    IF NOT v_body ? 'changes' THEN
+        RETURN v_body -> 'data';
+    END IF;
+    SELECT body -> 'data' INTO v_plan
+    FROM events WHERE task_id = p_task_id AND seq = (v_body ->> 'base')::integer;
+    FOR v_changes IN
+        SELECT body -> 'changes' FROM events
+        WHERE task_id = p_task_id AND seq > (v_body ->> 'base')::integer AND seq <= p_seq
+              AND body ? 'changes'
+        ORDER BY seq
+    LOOP
+        v_plan := plan_with_changes(v_plan, v_changes);
+    END LOOP;
+    RETURN v_plan;
+END
+$$;
+
+-- A stored event as readers take it: a plan event that holds only its changes, whole.
+CREATE OR REPLACE FUNCTION event_body(p_task_id text, p_seq integer, p_body jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT p_body ? 'changes' THEN
+        RETURN p_body;
+    END IF;
+    RETURN jsonb_build_object('kind', 'artifact', 'name', 'plan',
+                              'data', plan_as_of(p_task_id, p_seq));
+END
+$$;
+
+-- A task's events after p_after, at most p_limit (NULL: all), in order, as readers take them
+-- (streams, push deliveries): each plan event with the plan whole as of it. The plan is
+-- built once for the first that holds only its changes and carried on from there; the
+-- task's latest is its row's plan. STABLE: one snapshot, so the row and the events agree.
+CREATE OR REPLACE FUNCTION task_events(p_task_id text, p_after integer, p_limit integer)
+RETURNS TABLE (seq integer, body jsonb, at timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_event record;
+    v_plan jsonb;
+    v_carried boolean := false;  -- v_plan is the plan as of the last plan event returned
+    v_latest integer;
+    v_latest_plan jsonb;
+BEGIN
+    SELECT t.plan_seq, t.plan INTO v_latest, v_latest_plan FROM tasks t WHERE t.id = p_task_id;
+    FOR v_event IN
+        SELECT e.seq, e.body, e.at FROM events e
+        WHERE e.task_id = p_task_id AND e.seq > p_after
+        ORDER BY e.seq
+        LIMIT p_limit
+    LOOP
+        seq := v_event.seq;
+        at := v_event.at;
+        body := v_event.body;
+        IF v_event.body ? 'changes' THEN
+            IF v_event.seq = v_latest THEN
+                v_plan := v_latest_plan;
+            ELSIF v_carried THEN
+                v_plan := plan_with_changes(v_plan, v_event.body -> 'changes');
+            ELSE
+                v_plan := plan_as_of(p_task_id, v_event.seq);
+            END IF;
+            v_carried := true;
+            body := jsonb_build_object('kind', 'artifact', 'name', 'plan', 'data', v_plan);
+        ELSIF v_event.body ->> 'kind' = 'artifact' AND v_event.body ->> 'name' = 'plan' THEN
+            v_plan := v_event.body -> 'data';
+            v_carried := true;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
 -- A change's transitions (`p_change -> 'transitions'`), numbered after p_seq; returns the
 -- last number.
 CREATE OR REPLACE FUNCTION insert_transitions(p_task_id text, p_seq integer, p_change jsonb)
@@ -239,18 +347,26 @@ CREATE OR REPLACE FUNCTION insert_task_events(
 ) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO events (task_id, seq, body)
-    SELECT t.id, v.seq, v.body
-    FROM tasks t
-    CROSS JOIN LATERAL (VALUES
-        (p_plan_seq, jsonb_build_object('kind', 'artifact', 'name', 'plan', 'data', t.plan)),
-        (p_report_seq,
-         jsonb_build_object('kind', 'artifact', 'name', 'report', 'data', t.report)),
-        (p_status_seq,
-         jsonb_build_object('kind', 'status', 'state', t.state, 'text', t.status_text,
-                            'at', t.status_at, 'data', t.status_data))
-    ) AS v (seq, body)
-    WHERE t.id = p_task_id AND v.seq IS NOT NULL;
+    -- One INSERT each, not one of three rows filtered: a body is built (the plan's read
+    -- whole) only for an event that is written.
+    IF p_plan_seq IS NOT NULL THEN
+        INSERT INTO events (task_id, seq, body)
+        SELECT id, p_plan_seq, jsonb_build_object('kind', 'artifact', 'name', 'plan', 'data', plan)
+        FROM tasks WHERE id = p_task_id;
+    END IF;
+    IF p_report_seq IS NOT NULL THEN
+        INSERT INTO events (task_id, seq, body)
+        SELECT id, p_report_seq,
+               jsonb_build_object('kind', 'artifact', 'name', 'report', 'data', report)
+        FROM tasks WHERE id = p_task_id;
+    END IF;
+    IF p_status_seq IS NOT NULL THEN
+        INSERT INTO events (task_id, seq, body)
+        SELECT id, p_status_seq,
+               jsonb_build_object('kind', 'status', 'state', state, 'text', status_text,
+                                  'at', status_at, 'data', status_data)
+        FROM tasks WHERE id = p_task_id;
+    END IF;
 END
 $$;
 
@@ -279,6 +395,9 @@ DECLARE
     -- artifact takes them where they stand instead of being assembled from every item.
     v_plan_items jsonb := nullif(p_change -> 'plan_items', 'null'::jsonb);
     v_plan jsonb;
+    -- The plan event's number that holds the plan whole, which this change's event (only
+    -- the items it changed) builds on; NULL: this change's event holds it whole.
+    v_plan_base integer;
     v_entry jsonb;
     v_charged boolean := coalesce((p_change ->> 'charged')::boolean, false);
     v_report jsonb := nullif(p_change -> 'report', 'null'::jsonb);
@@ -320,20 +439,26 @@ BEGIN
     IF v_items_changed AND v_plan_items IS NOT NULL THEN
         -- Each changed item where the plan has it; the plan is assembled anew if one is not
         -- found there (no plan yet, or another order).
-        SELECT plan INTO v_plan FROM tasks WHERE id = p_task_id;
+        SELECT plan, plan_full_seq INTO v_plan, v_plan_base FROM tasks WHERE id = p_task_id;
         FOR v_entry IN SELECT value FROM jsonb_array_elements(v_plan_items) LOOP
             IF v_plan -> 'items' -> ((v_entry ->> 'index')::integer) ->> 'id'
                IS DISTINCT FROM v_entry ->> 'id' THEN
                 v_plan := NULL;
+                v_plan_base := NULL;
                 EXIT;
             END IF;
-            v_plan := jsonb_set(v_plan, ARRAY['items', v_entry ->> 'index'], v_entry -> 'item');
         END LOOP;
+        v_plan := plan_with_changes(v_plan, v_plan_items);
     END IF;
     v_seq := insert_transitions(p_task_id, p_seq, p_change);
     IF v_items_changed THEN
         v_event := v_event + 1;
         v_plan_seq := v_event;
+        IF v_plan IS NULL OR v_plan_seq - v_plan_base >= plan_full_every() THEN
+            v_plan_base := NULL;  -- assembled anew, or a long way from the last whole one
+        END IF;
+    ELSE
+        v_plan_base := NULL;
     END IF;
     IF v_report IS NOT NULL THEN
         v_event := v_event + 1;
@@ -364,6 +489,9 @@ BEGIN
         plan = CASE WHEN NOT v_items_changed THEN t.plan
                     WHEN v_plan IS NOT NULL THEN v_plan
                     WHEN s.items_total = 0 THEN NULL ELSE s.plan END,
+        plan_seq = coalesce(v_plan_seq, t.plan_seq),
+        plan_full_seq = CASE WHEN v_plan_seq IS NULL OR v_plan_base IS NOT NULL
+                             THEN t.plan_full_seq ELSE v_plan_seq END,
         metadata = t.metadata
             || coalesce(nullif(p_change -> 'summary', 'null'::jsonb), '{}'::jsonb)
             || CASE WHEN v_charged THEN jsonb_build_object('budget', budget_status(t.id, ''))
@@ -403,6 +531,14 @@ BEGIN
     WHERE t.id = p_task_id
     RETURNING t.parent_id INTO v_parent;
     IF v_event <> p_event_seq THEN
+        IF v_plan_base IS NOT NULL THEN
+            -- The items changed in place: their event holds them alone (task_events()).
+            INSERT INTO events (task_id, seq, body)
+            VALUES (p_task_id, v_plan_seq,
+                    jsonb_build_object('kind', 'artifact', 'name', 'plan', 'base', v_plan_base,
+                                       'changes', v_plan_items));
+            v_plan_seq := NULL;
+        END IF;
         PERFORM insert_task_events(p_task_id, v_plan_seq, v_report_seq, v_status_seq);
         INSERT INTO events (task_id, seq, body)
         SELECT p_task_id, v_outputs_seq + o.n,
@@ -982,7 +1118,7 @@ BEGIN
     v_has_items := jsonb_array_length(v_items) > 0;
     INSERT INTO tasks (id, owner, context_id, state, status_text, goal, history, metadata, budget,
                        policy, checkpoint_sha, seed, base_sha, trace_context, parent_id, plan,
-                       transition_seq, event_seq, items_rev)
+                       transition_seq, event_seq, items_rev, plan_seq, plan_full_seq)
     VALUES (v_id, p_task ->> 'owner', p_task ->> 'context_id',
             CASE WHEN v_rejection IS NULL THEN 'submitted' ELSE 'rejected' END,
             coalesce(v_rejection, v_accepted), v_goal,
@@ -1000,7 +1136,9 @@ BEGIN
                 '[]'::jsonb) END,
             jsonb_array_length(v_transitions),
             CASE WHEN v_has_items THEN 2 ELSE 1 END,
-            CASE WHEN v_has_items THEN 1 ELSE 0 END);
+            CASE WHEN v_has_items THEN 1 ELSE 0 END,
+            -- The plan event (number 1) holds the plan whole.
+            CASE WHEN v_has_items THEN 1 END, CASE WHEN v_has_items THEN 1 END);
     -- The message's files, kept whole (the message in the history keeps a link to each).
     INSERT INTO task_files (task_id, kind, name, media_type, filename, size, sha256, body, url)
     SELECT v_id, 'input', f ->> 'name', f ->> 'media_type', f ->> 'filename',

@@ -121,9 +121,7 @@ def config10(task_id: str, hook: str) -> TaskPushNotificationConfig:
 
 def stored_events(database_url: str, task_id: str) -> list[tuple[int, dict[str, Any]]]:
     with psycopg.connect(database_url) as conn:
-        rows = conn.execute(
-            "SELECT seq, body FROM events WHERE task_id = %s ORDER BY seq", (task_id,)
-        ).fetchall()
+        rows = conn.execute("SELECT seq, body FROM task_events(%s, 0, NULL)", (task_id,)).fetchall()
     return [(int(seq), body) for seq, body in rows]
 
 

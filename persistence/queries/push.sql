@@ -49,8 +49,9 @@ RETURNING c.task_id, c.id, c.url, c.token, c.authentication, c.acked_seq, c.atte
           c.protocol,
           (SELECT t.context_id FROM tasks t WHERE t.id = c.task_id) AS context_id,
           CASE WHEN c.protocol = '0.3' THEN (
-              SELECT coalesce(jsonb_agg(jsonb_build_object('seq', b.seq, 'body', b.body,
-                                                           'age_s', 0) ORDER BY b.seq),
+              SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                  'seq', b.seq, 'body', event_body(c.task_id, b.seq, b.body),
+                                  'age_s', 0) ORDER BY b.seq),
                               '[]')
               FROM (SELECT DISTINCT ON (e.body ->> 'kind', e.body ->> 'name') e.seq, e.body
                     FROM events e WHERE e.task_id = c.task_id AND e.seq <= c.acked_seq
@@ -60,8 +61,7 @@ RETURNING c.task_id, c.id, c.url, c.token, c.authentication, c.acked_seq, c.atte
                       'seq', e.seq, 'body', e.body,
                       'age_s', extract(epoch FROM clock_timestamp() - e.at)) ORDER BY e.seq),
                     '[]')
-           FROM (SELECT * FROM events e WHERE e.task_id = c.task_id AND e.seq > c.acked_seq
-                 ORDER BY e.seq LIMIT %(batch)s) e) AS events
+           FROM task_events(c.task_id, c.acked_seq, %(batch)s) e) AS events
 
 -- name: push_delivered
 -- The cursor moves on past a batch the receiver took (from_seq .. seq); the next batch
@@ -75,8 +75,7 @@ RETURNING (SELECT coalesce(jsonb_agg(jsonb_build_object(
                       'seq', e.seq, 'body', e.body,
                       'age_s', extract(epoch FROM clock_timestamp() - e.at)) ORDER BY e.seq),
                     '[]')
-           FROM (SELECT * FROM events e WHERE e.task_id = %(task_id)s AND e.seq > %(seq)s
-                 ORDER BY e.seq LIMIT %(batch)s) e) AS events
+           FROM task_events(%(task_id)s, %(seq)s, %(batch)s) e) AS events
 
 -- name: push_released
 UPDATE push_configs SET next_attempt_at = clock_timestamp()

@@ -42,7 +42,8 @@ WHERE id = %(task_id)s AND owner = %(owner)s
 FOR UPDATE
 
 -- name: events_after
-SELECT seq, body FROM events WHERE task_id = %(task_id)s AND seq > %(after)s ORDER BY seq
+-- Each plan event with the plan whole as of it (task_events() in functions.sql).
+SELECT seq, body FROM task_events(%(task_id)s, %(after)s, NULL)
 
 -- name: message_claim
 SELECT task_id, digest FROM messages WHERE owner = %(owner)s AND message_id = %(message_id)s

@@ -463,3 +463,71 @@ async def test_a_step_of_older_code_is_refused_as_an_outage_and_writes_nothing(
     assert await rows(pool, "SELECT key FROM effects WHERE task_id = %s", t) == []
     items = await rows(pool, "SELECT status FROM items WHERE task_id = %s", t)
     assert {r["status"] for r in items} == {"pending"}
+
+
+async def plan_events(pool: Pool, task_id: str, after: int = 0, limit: int | None = None) -> Any:
+    """Plan events as readers take them (`task_events()`): {seq: plan}."""
+    found = await rows(
+        pool,
+        "SELECT seq, body FROM task_events(%s, %s, %s) WHERE body ->> 'name' = 'plan'",
+        task_id,
+        after,
+        limit,
+    )
+    return {r["seq"]: r["body"]["data"] for r in found}
+
+
+async def test_a_plan_event_keeps_its_changes_and_is_read_whole(pool: Pool) -> None:
+    """An item changed in place writes an event of that item alone (a 200-item plan wrote
+    its whole plan, every history in it, on every step); every plan event reads back as the
+    plan the task had right after it, whichever event a reader starts after, and one in so
+    many holds the plan whole again, so a reader builds from a bounded number of changes."""
+    runs, t = PostgresRunStore(pool), await made(pool, items=3)
+    every = (await rows(pool, "SELECT plan_full_every() AS n"))[0]["n"]
+    expected = {1: (await task(pool, t))["plan"]}
+    for n in range(every + 6):
+        if n == 5:  # new items: the plan is assembled anew, and held whole
+            added = [NewItem("n1", "new", "true", "true", 5, 2)]
+            change = step(t, f"s{n}", new_items=added, first_position=3)
+        else:
+            status = ("in_progress", "verifying", "done")[n % 3]
+            history = [{"step": k} for k in range(n)]
+            change = step(t, f"s{n}", item=ItemChange(f"i{n % 3}", status, 1, history=history))
+        await recorded(runs, t, change)
+        row = await task(pool, t)
+        expected[row["plan_seq"]] = row["plan"]
+    stored = {
+        r["seq"]: r["body"]
+        for r in await rows(
+            pool, "SELECT seq, body FROM events WHERE task_id = %s AND body ->> 'name' = 'plan'", t
+        )
+    }
+    assert sorted(stored) == sorted(expected)
+    whole = sorted(seq for seq, body in stored.items() if "data" in body)
+    changes_only = [body for body in stored.values() if "changes" in body]
+    # Whole: the submission's, the one new items made, and the bounded chain's.
+    assert len(whole) == 3 and whole[0] == 1, whole
+    assert len(changes_only) == len(stored) - 3
+    assert all(len(body["changes"]) == 1 and "data" not in body for body in changes_only)
+    assert all(b - a <= every for a, b in zip(whole, [*whole[1:], max(stored) + 1], strict=True))
+    # Read whole, from the start and from after every event (a window that starts in the
+    # middle of a chain of changes builds from its whole one), one at a time or all.
+    assert await plan_events(pool, t) == expected
+    for after in range(max(stored)):
+        window = {seq: plan for seq, plan in expected.items() if seq > after}
+        assert await plan_events(pool, t, after) == window, after
+        first = min(window)
+        assert await plan_events(pool, t, first - 1, 1) == {first: window[first]}, after
+    # One event's body, as the 0.3 push's cursor reads its last plan event.
+    for seq, plan in expected.items():
+        body = (
+            await rows(
+                pool,
+                "SELECT event_body(%s, %s, body) AS b FROM events WHERE task_id = %s AND seq = %s",
+                t,
+                seq,
+                t,
+                seq,
+            )
+        )[0]["b"]
+        assert body == {"kind": "artifact", "name": "plan", "data": plan}, seq
