@@ -246,7 +246,7 @@ def wait_done(database: str, ids: list[str], timeout: float) -> None:
             time.sleep(0.05)
 
 
-def step_overheads(database: str, ids: list[str], latency: float) -> list[float]:
+def step_overheads(database: str, ids: list[str], latency: float) -> list[tuple[str, float]]:
     """Each step's time outside the model and the command, in ms: from the task's record
     before it to its own (a run that resumes from rows leaves no engine record of its
     steps), less the model's latency for a model call and the command's time where the
@@ -262,9 +262,24 @@ def step_overheads(database: str, ids: list[str], latency: float) -> list[float]
             (ids,),
         ).fetchall()
     return [
-        float(ms) - (latency * 1000 if step == "model" else 0.0) - float(command or 0) * 1000
+        (
+            str(step),
+            float(ms) - (latency * 1000 if step == "model" else 0.0) - float(command or 0) * 1000,
+        )
         for step, ms, command in rows
     ]
+
+
+def by_step(overheads: list[tuple[str, float]]) -> str:
+    """p50 / p99 ms (count) of each kind of step, the slowest at p99 first."""
+    kinds: dict[str, list[float]] = {}
+    for step, ms in overheads:
+        kinds.setdefault(step, []).append(ms)
+    ranked = sorted(kinds.items(), key=lambda kv: -percentile(kv[1], 0.99))
+    return ", ".join(
+        f"{step} {statistics.median(v):.0f} / {percentile(v, 0.99):.0f} ({len(v)})"
+        for step, v in ranked
+    )
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -382,7 +397,8 @@ def measure(
         cpu = sum(session_cpu_s(p.pid) for p in procs) - cpu0
         own = sum(python_own_cpu_s(p.pid) for p in procs) - own0
         pg = postgres_cpu_s() - pg0
-        overheads = step_overheads(database, ids, args.latency)
+        steps = step_overheads(database, ids, args.latency)
+        overheads = [ms for _, ms in steps]
         shares = split(database, ids, n * args.items * 2)
     finally:
         for p in procs:
@@ -415,6 +431,7 @@ def measure(
         "rss_per_run": max(0.0, sampler.peak_rss - idle_rss) / n,
         "connections": sampler.peak_connections,
         "split": shares,
+        "by_step": by_step(steps),
         "busy": (busy1[0] - busy0[0]) / max(1e-9, busy1[1] - busy0[1]),
         "fake_per_run": mine / n,
         # Everything the machine did for the runs but this script (the fake model): the
@@ -451,6 +468,7 @@ def main() -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
     splits: list[str] = []
+    kinds: list[str] = []
     with FakeAnthropic([]) as fake:
         answer = responder(args.latency)
         for index, n in enumerate(args.n):
@@ -467,6 +485,9 @@ def main() -> None:
                 flush=True,
             )
             splits.append(f"N = {n}: {r['split']}")
+            kinds.append(f"N = {n}: {r['by_step']}")
+    print("\nStep overhead by kind of step, p50 / p99 ms (count), the slowest at p99 first:")
+    print("\n".join(f"- {line}" for line in kinds))
     print("\nRuns (segments) per executor, and what was done twice:")
     print("\n".join(f"- {line}" for line in splits))
 
