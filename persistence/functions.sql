@@ -244,7 +244,7 @@ DECLARE
     v_changes jsonb;
 BEGIN
     SELECT body INTO v_body FROM events WHERE task_id = p_task_id AND seq = p_seq;
-    IF NOT v_body ? 'changes' THEN
+    IF v_body ->> 'kind' IS DISTINCT FROM 'plan_changes' THEN
         RETURN v_body -> 'data';
     END IF;
     SELECT body -> 'data' INTO v_plan
@@ -252,7 +252,7 @@ BEGIN
     FOR v_changes IN
         SELECT body -> 'changes' FROM events
         WHERE task_id = p_task_id AND seq > (v_body ->> 'base')::integer AND seq <= p_seq
-              AND body ? 'changes'
+              AND body ->> 'kind' = 'plan_changes'
         ORDER BY seq
     LOOP
         v_plan := plan_with_changes(v_plan, v_changes);
@@ -261,12 +261,14 @@ BEGIN
 END
 $$;
 
--- A stored event as readers take it: a plan event that holds only its changes, whole.
+-- A stored event as readers take it: a plan event that holds only its changes, whole. Such
+-- an event is of a kind of its own (`plan_changes`), which code that predates it skips (a
+-- process of the release before, still serving in a roll, leaves out a plan update).
 CREATE OR REPLACE FUNCTION event_body(p_task_id text, p_seq integer, p_body jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    IF NOT p_body ? 'changes' THEN
+    IF p_body ->> 'kind' IS DISTINCT FROM 'plan_changes' THEN
         RETURN p_body;
     END IF;
     RETURN jsonb_build_object('kind', 'artifact', 'name', 'plan',
@@ -298,7 +300,7 @@ BEGIN
         seq := v_event.seq;
         at := v_event.at;
         body := v_event.body;
-        IF v_event.body ? 'changes' THEN
+        IF v_event.body ->> 'kind' = 'plan_changes' THEN
             IF v_event.seq = v_latest THEN
                 v_plan := v_latest_plan;
             ELSIF v_carried THEN
@@ -535,7 +537,7 @@ BEGIN
             -- The items changed in place: their event holds them alone (task_events()).
             INSERT INTO events (task_id, seq, body)
             VALUES (p_task_id, v_plan_seq,
-                    jsonb_build_object('kind', 'artifact', 'name', 'plan', 'base', v_plan_base,
+                    jsonb_build_object('kind', 'plan_changes', 'base', v_plan_base,
                                        'changes', v_plan_items));
             v_plan_seq := NULL;
         END IF;

@@ -33,7 +33,7 @@ FUNCTIONS_VERSION = 11
 # schema.sql is the migrations up to this one in one file: a fresh database gets it, then
 # the migrations after it (which are not written twice).
 SCHEMA_SQL_VERSION = 26
-FUNCTIONS_SHA256 = "39921574480cb0f01eea23cb27bcf83d3179ccf398f9f5aa84397654a42f70e7"
+FUNCTIONS_SHA256 = "3358b6cf9d6df0bccc24d40acc8067557e198e0549027a4f67355eeb687c9f52"
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,16 @@ RETURNING c.task_id, c.id, c.url, c.token, c.authentication, c.acked_seq, c.atte
                                   'seq', b.seq, 'body', event_body(c.task_id, b.seq, b.body),
                                   'age_s', 0) ORDER BY b.seq),
                               '[]')
-              FROM (SELECT DISTINCT ON (e.body ->> 'kind', e.body ->> 'name') e.seq, e.body
-                    FROM events e WHERE e.task_id = c.task_id AND e.seq <= c.acked_seq
-                    ORDER BY e.body ->> 'kind', e.body ->> 'name', e.seq DESC) b)
+              -- The last event of each kind and name; a plan's changes are the plan's.
+              FROM (SELECT DISTINCT ON (k.kind, k.name) e.seq, e.body
+                    FROM events e
+                    CROSS JOIN LATERAL (
+                        SELECT CASE WHEN e.body ->> 'kind' = 'plan_changes' THEN 'artifact'
+                                    ELSE e.body ->> 'kind' END AS kind,
+                               CASE WHEN e.body ->> 'kind' = 'plan_changes' THEN 'plan'
+                                    ELSE e.body ->> 'name' END AS name) AS k
+                    WHERE e.task_id = c.task_id AND e.seq <= c.acked_seq
+                    ORDER BY k.kind, k.name, e.seq DESC) b)
           ELSE '[]'::jsonb END AS base,
           (SELECT coalesce(jsonb_agg(jsonb_build_object(
                       'seq', e.seq, 'body', e.body,

@@ -8,9 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString
 
 import pytest
+from cryptography.fernet import Fernet
 
 from persistence.db import Pool, read
 from persistence.errors import NotFound, StoreUnavailable
+from persistence.push import PostgresPushStore, PushConfig
 from persistence.records import (
     Charge,
     Checkpoint,
@@ -27,6 +29,7 @@ from persistence.records import (
 )
 from persistence.runs import PostgresRunStore
 from persistence.safe import jsonb
+from persistence.secrets import SecretBox
 from persistence.sql import q
 from tests.persistence.rows import made, recorded, rows, task
 
@@ -499,12 +502,15 @@ async def test_a_plan_event_keeps_its_changes_and_is_read_whole(pool: Pool) -> N
     stored = {
         r["seq"]: r["body"]
         for r in await rows(
-            pool, "SELECT seq, body FROM events WHERE task_id = %s AND body ->> 'name' = 'plan'", t
+            pool,
+            "SELECT seq, body FROM events WHERE task_id = %s"
+            " AND (body ->> 'name' = 'plan' OR body ->> 'kind' = 'plan_changes')",
+            t,
         )
     }
     assert sorted(stored) == sorted(expected)
-    whole = sorted(seq for seq, body in stored.items() if "data" in body)
-    changes_only = [body for body in stored.values() if "changes" in body]
+    whole = sorted(seq for seq, body in stored.items() if body["kind"] == "artifact")
+    changes_only = [body for body in stored.values() if body["kind"] == "plan_changes"]
     # Whole: the submission's, the one new items made, and the bounded chain's.
     assert len(whole) == 3 and whole[0] == 1, whole
     assert len(changes_only) == len(stored) - 3
@@ -531,3 +537,32 @@ async def test_a_plan_event_keeps_its_changes_and_is_read_whole(pool: Pool) -> N
             )
         )[0]["b"]
         assert body == {"kind": "artifact", "name": "plan", "data": plan}, seq
+
+
+async def test_a_push_cursor_reads_plan_changes_whole(pool: Pool) -> None:
+    """What a deliverer claims: the events after the cursor (each plan event whole), and for
+    an A2A 0.3 receiver the task as of the cursor, its plan built from the changes up to
+    it; a config registered in the middle of a chain of changes starts from there."""
+    runs, t = PostgresRunStore(pool), await made(pool, items=3)
+    plans = {1: (await task(pool, t))["plan"]}
+    for n in range(6):
+        status = ("in_progress", "verifying", "done")[n % 3]
+        await recorded(runs, t, step(t, f"s{n}", item=ItemChange(f"i{n % 3}", status, 1)))
+        row = await task(pool, t)
+        plans[row["plan_seq"]] = row["plan"]
+    kinds = await rows(pool, "SELECT body ->> 'kind' AS kind FROM events WHERE task_id = %s", t)
+    assert sum(k["kind"] == "plan_changes" for k in kinds) == 6
+    cursor = sorted(plans)[3]  # the cursor on the third change's event
+    store = PostgresPushStore(pool, SecretBox(Fernet.generate_key()))
+    for protocol in ("0.3", "1.0"):
+        config = PushConfig(t, f"hook-{protocol}", "https://example.org/hook", protocol=protocol)
+        await store.put(config, "owner-1", from_seq=cursor)
+    claimed = {c.config.protocol: c for c in await store.claim(10, 60, 100)}
+    assert set(claimed) == {"0.3", "1.0"}
+    for got in claimed.values():
+        sent = {e.seq: e.body["data"] for e in got.events if e.body.get("name") == "plan"}
+        assert sent == {seq: plan for seq, plan in plans.items() if seq > cursor}
+        assert all(e.body["kind"] != "plan_changes" for e in got.events)
+    base = [e.body for e in claimed["0.3"].base if e.body.get("name") == "plan"]
+    assert base == [{"kind": "artifact", "name": "plan", "data": plans[cursor]}]
+    assert claimed["1.0"].base == []
