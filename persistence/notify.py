@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
+import time
+from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator, Callable
 
 import psycopg
@@ -25,6 +26,7 @@ TICK_S = 1.0
 
 ANY_TASK = "*"  # watch(ANY_TASK) wakes on every task's NOTIFY
 LOST_WAKE_S = 5.0  # a wake-up may be lost with a dropped LISTEN connection: look again
+HEARD_KEEP_S = 30.0  # how long each task's last NOTIFY is remembered (`quiet_since`)
 
 
 async def next_wake(wake: asyncio.Event, at_most_s: float = LOST_WAKE_S) -> None:
@@ -58,6 +60,10 @@ class TaskNotifier:
         self._cache = cache
         self._tick = tick
         self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        # When each task's last NOTIFY was heard (time.monotonic()), oldest first, for
+        # HEARD_KEEP_S; and since when LISTEN has been up without a break (None: it is not).
+        self._heard: OrderedDict[str, float] = OrderedDict()
+        self._listening_since: float | None = None
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> asyncio.Task[None]:
@@ -86,12 +92,14 @@ class TaskNotifier:
                     self._conninfo, autocommit=True
                 ) as conn:
                     await conn.execute(self._listen_to)
+                    self._listening_since = time.monotonic()
                     if self._cache is not None:
                         self._cache.reset(enabled=True)
                     delay = 0.2
                     self._wake_all()  # anything committed while we were away
                     while True:
                         async for note in conn.notifies(timeout=TICK_S):
+                            self._heard_now(note.payload)
                             if self._cache is not None:
                                 self._cache.invalidate(note.payload)
                             for event in self._waiters.get(note.payload, ()):
@@ -100,12 +108,36 @@ class TaskNotifier:
                                 event.set()
                         self._tick()
             except psycopg.Error as exc:
+                self._listening_since = None
                 if self._cache is not None:
                     self._cache.reset(enabled=False)
                 log.warning("event listener lost its connection (%s); retrying", exc)
                 self._wake_all()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+    def _heard_now(self, task_id: str) -> None:
+        now = time.monotonic()
+        self._heard.pop(task_id, None)
+        self._heard[task_id] = now
+        while self._heard:
+            oldest, at = next(iter(self._heard.items()))
+            if at >= now - HEARD_KEEP_S:
+                break
+            del self._heard[oldest]
+
+    def quiet_since(self, task_id: str, since: float) -> bool:
+        """Whether nothing can have changed task `task_id` since `since` (`time.monotonic()`)
+        without this process hearing of it: LISTEN was up all that time and no NOTIFY of
+        the task came. A change committed after `since` is heard after it (its NOTIFY goes
+        out at its commit); one whose NOTIFY is still on its way wakes `watch` when it comes.
+        False whenever it cannot say (LISTEN broken since, or `since` too long ago)."""
+        now = time.monotonic()
+        if self._listening_since is None or self._listening_since > since:
+            return False
+        if since < now - HEARD_KEEP_S / 2:
+            return False  # what was heard then may be forgotten by now
+        return self._heard.get(task_id, -1.0) < since
 
     @contextlib.asynccontextmanager
     async def watch(self, task_id: str) -> AsyncIterator[asyncio.Event]:

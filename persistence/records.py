@@ -403,6 +403,10 @@ class StepView:
     owner: str = ""
     delegations: dict[str, Delegation] = field(default_factory=dict)  # by id
     read_at: datetime = field(default_factory=lambda: datetime.now(UTC))  # the step's start
+    # When this process asked for the view (time.monotonic(), before the query went out):
+    # what changed the task after it is news to the step (`TaskNotifier.quiet_since`).
+    # 0.0: not known, so nothing is taken on trust.
+    asked_at: float = 0.0
 
     def item(self, item_id: str) -> ItemRow:
         for item in self.items:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -180,6 +181,7 @@ class PostgresRunStore:
         # Taken before the read: a record of this task in this process meanwhile replaces it.
         kept = self._kept.get(task_id)
         rev = kept[0] if kept is not None else None
+        asked_at = time.monotonic()
         async with read(self._pool) as conn:
             cur = await conn.execute(
                 q("step_view"),
@@ -219,6 +221,7 @@ class PostgresRunStore:
             base_sha=row["base_sha"],
             owner=row["owner"],
             delegations={d["id"]: Delegation(**d) for d in row["delegations"] or []},
+            asked_at=asked_at,
         )
 
     async def record_step(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
@@ -21,6 +22,9 @@ class MissedWakeups:
     @contextlib.asynccontextmanager
     async def watch(self, task_id: str) -> AsyncIterator[asyncio.Event]:
         yield asyncio.Event()  # never set
+
+    def quiet_since(self, task_id: str, since: float) -> bool:
+        return False  # it heard nothing, and cannot vouch for the gap
 
 
 class Runs:
@@ -68,3 +72,73 @@ async def test_an_effect_of_a_working_task_runs_to_its_end(
         return {"exit_code": 0}
 
     assert await effects_on("working")._unless_ended("t", command) == {"exit_code": 0}
+
+
+class QuietWakeups:
+    """A notifier that heard nothing of the task since the step read it, and wakes its
+    watchers when `notify` is called (a NOTIFY that comes while the effect runs)."""
+
+    def __init__(self) -> None:
+        self.events: list[asyncio.Event] = []
+
+    @contextlib.asynccontextmanager
+    async def watch(self, task_id: str) -> AsyncIterator[asyncio.Event]:
+        event = asyncio.Event()
+        self.events.append(event)
+        yield event
+
+    def quiet_since(self, task_id: str, since: float) -> bool:
+        return since > 0
+
+    def notify(self) -> None:
+        for event in self.events:
+            event.set()
+
+
+class CountedRuns(Runs):
+    def __init__(self, state: str) -> None:
+        super().__init__(state)
+        self.looks = 0
+
+    async def state_of(self, task_id: str) -> str:
+        self.looks += 1
+        return await super().state_of(task_id)
+
+
+async def test_after_a_quiet_read_the_effect_runs_without_a_look_until_woken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Nothing of the task was heard since the step read it: the first look (a round trip
+    # every step) is left out. A NOTIFY that comes while the effect runs still stops it.
+    monkeypatch.setattr(effects, "ENDED_POLL_S", 3600.0)
+    runner, runs, wakeups = effects_on("working"), CountedRuns("working"), QuietWakeups()
+    runner.ctx.runs = runs  # type: ignore[assignment]
+    runner.wakeups = wakeups
+
+    async def quick() -> dict[str, object]:
+        await asyncio.sleep(0.01)
+        return {"exit_code": 0}
+
+    assert await runner._unless_ended("t", quick, time.monotonic()) == {"exit_code": 0}
+    assert runs.looks == 0
+    # The same without a read's time (0.0: not known): it looks first, as before.
+    assert await runner._unless_ended("t", quick) == {"exit_code": 0}
+    assert runs.looks == 1
+    # Canceled while it runs: the NOTIFY wakes the watch, the look finds it ended.
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def endless() -> dict[str, object]:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+        return {}
+
+    running = asyncio.ensure_future(runner._unless_ended("t", endless, time.monotonic()))
+    await asyncio.wait_for(started.wait(), 10)
+    assert runs.looks == 1
+    runs.state = "canceled"
+    wakeups.notify()
+    assert await asyncio.wait_for(running, 30) is None and stopped.is_set()
+    assert runs.looks == 2

@@ -36,6 +36,9 @@ class NoWakeups:
     async def watch(self, task_id: str) -> AsyncIterator[asyncio.Event]:
         yield asyncio.Event()
 
+    def quiet_since(self, task_id: str, since: float) -> bool:
+        return False
+
 
 async def main(database_url: str, workspaces: Path, task_id: str, ledger: Path, mode: str) -> None:
     pool = create_pool(database_url, max_size=2)

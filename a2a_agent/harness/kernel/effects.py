@@ -133,6 +133,10 @@ class Wakeups(Protocol):
     """Wakes a waiter whenever a task may have changed (the notifier: LISTEN/NOTIFY)."""
 
     def watch(self, task_id: str) -> AbstractAsyncContextManager[asyncio.Event]: ...
+    def quiet_since(self, task_id: str, since: float) -> bool:
+        """Whether no change of the task since `since` (time.monotonic()) can have gone
+        unheard; False when it cannot say."""
+        ...
 
 
 class Effects:
@@ -216,7 +220,7 @@ class Effects:
                     note=rerun_note(view, effect, runs),
                 )
             marker.begin(effect.key, runs)
-            performed = await self._unless_ended(view.task_id, perform)
+            performed = await self._unless_ended(view.task_id, perform, view.asked_at)
             if performed is None:
                 return StepResult("stopped", effect.attempt or 0)  # canceled while it ran
             value = performed
@@ -299,27 +303,34 @@ class Effects:
             return False  # a database outage ends nothing: the effect goes on
 
     async def _unless_ended(
-        self, task_id: str, perform: Callable[[], Awaitable[JSON]]
+        self, task_id: str, perform: Callable[[], Awaitable[JSON]], read: float = 0.0
     ) -> JSON | None:
         """`perform()`, stopped (its command killed, its request dropped) if the task ends
         meanwhile: a cancel, the watchdog. Woken by the task's NOTIFY, and every
-        ENDED_POLL_S without one. None if it was stopped."""
+        ENDED_POLL_S without one. None if it was stopped. `read`: when the step asked for
+        the task as it found it (`StepView.asked_at`)."""
         async with self.ctx.config.step_slots.aside():  # others step while this one waits
-            return await self._watched(task_id, perform)
+            return await self._watched(task_id, perform, read)
 
-    async def _watched(self, task_id: str, perform: Callable[[], Awaitable[JSON]]) -> JSON | None:
+    async def _watched(
+        self, task_id: str, perform: Callable[[], Awaitable[JSON]], read: float
+    ) -> JSON | None:
         work = asyncio.ensure_future(perform())
         try:
             async with self.wakeups.watch(task_id) as wake:
+                # The first look catches a cancel made between the step's read of the task
+                # and this watch (its NOTIFY went to no one). None is needed when nothing
+                # of the task was heard since that read (a round trip a step, most steps):
+                # a NOTIFY still on its way comes to this watch, now registered.
+                look = not self.wakeups.quiet_since(task_id, read)
                 while not work.done():
-                    # Cleared before the look: a NOTIFY during it wakes the wait below. The
-                    # first look catches a cancel made between the step's read of the task
-                    # and this watch (its NOTIFY went to no one).
+                    # Cleared before the look: a NOTIFY during it wakes the wait below.
                     wake.clear()
-                    if await self._ended(task_id) and not work.done():
+                    if look and await self._ended(task_id) and not work.done():
                         work.cancel()
                         await asyncio.wait({work})  # its cleanup (the command's kill) runs
                         return None
+                    look = True
                     waiter = asyncio.ensure_future(wake.wait())
                     try:
                         await asyncio.wait(
