@@ -11,7 +11,8 @@ Prints, per N: the makespan and its ratio to one run alone; the most model calls
 the server's CPU per run (its process and the commands it ran; in brackets its Python
 processes' own, without the commands and git) and PostgreSQL's; step
 overhead p50/p99 (a step's time outside the model: every step's duration, less the model's
-latency for the model's calls, from DBOS's own step records); the worker's RSS before and at
+latency for the model's calls and the command's time, from the effects' completion times; and
+after the table, each kind of step's); the worker's RSS before and at
 its peak, and its growth per active run; the most database connections held; how busy the
 whole machine was meanwhile (/proc/stat), and what of it was this script (the fake model) and
 the rest per run (the server, PostgreSQL and the kernel's work for the commands' boxes, which
