@@ -97,7 +97,10 @@ WITH picked AS (
 ), pushes_gone AS (
     DELETE FROM push_configs WHERE task_id IN (SELECT id FROM picked)
 ), marked AS (
-    UPDATE tasks SET compacted_at = clock_timestamp() WHERE id IN (SELECT id FROM picked)
+    -- Its plan events are gone: a plan event written after (none is expected of an ended
+    -- task) holds the plan whole, not changes to one no longer kept.
+    UPDATE tasks SET compacted_at = clock_timestamp(), plan_full_seq = NULL
+    WHERE id IN (SELECT id FROM picked)
 )
 SELECT id, segment FROM picked
 

@@ -31,6 +31,7 @@ from persistence.runs import PostgresRunStore
 from persistence.safe import jsonb
 from persistence.secrets import SecretBox
 from persistence.sql import q
+from persistence.watch import PostgresWatchdogStore
 from tests.persistence.rows import made, recorded, rows, task
 
 
@@ -566,3 +567,16 @@ async def test_a_push_cursor_reads_plan_changes_whole(pool: Pool) -> None:
     base = [e.body for e in claimed["0.3"].base if e.body.get("name") == "plan"]
     assert base == [{"kind": "artifact", "name": "plan", "data": plans[cursor]}]
     assert claimed["1.0"].base == []
+
+
+async def test_a_compacted_task_keeps_no_base_for_plan_changes(pool: Pool) -> None:
+    # Compaction deletes a task's events: its row must not name a whole plan event to build
+    # on any more, so any plan event after it would hold the plan whole.
+    runs, t = PostgresRunStore(pool), await made(pool, items=2)
+    await recorded(runs, t, step(t, "a", item=ItemChange("i0", "in_progress", 1)))
+    await recorded(runs, t, step(t, "b", task_state="completed", closing=True))
+    assert (await task(pool, t))["plan_full_seq"] == 1
+    assert [t] == [i for i, _ in await PostgresWatchdogStore(pool).compact_tasks(0, 10)]
+    row = await task(pool, t)
+    assert row["compacted_at"] is not None and row["plan_full_seq"] is None
+    assert await rows(pool, "SELECT seq FROM task_events(%s, 0, NULL)", t) == []
