@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from a2a_agent.edge.handler import AgentRequestHandler
 from a2a_agent.edge.rest_versions import unknown_status
+from a2a_agent.edge.rpc_calls import parsed_before
 from a2a_agent.edge.task_view import json_bytes
 from persistence.errors import StoreError
 
@@ -175,7 +176,7 @@ class FastReads:
             method, flavor = "ListTasks", "list"
         else:
             return None
-        call = rpc_call(body, method)
+        call = rpc_call(body, method, scope)
         if call is None:
             return None
         request_id, params = call
@@ -273,12 +274,17 @@ class FastReads:
         return data
 
 
-def rpc_call(body: bytes, method: str) -> tuple[str | int, dict[str, Any]] | None:
-    """A plain JSON-RPC call of `method`: its id and params, or None."""
-    try:
-        request = json.loads(body)
-    except ValueError:
-        return None
+def rpc_call(
+    body: bytes, method: str, scope: Scope | None = None
+) -> tuple[str | int, dict[str, Any]] | None:
+    """A plain JSON-RPC call of `method`: its id and params, or None. The body as the door
+    parsed it when it did (`rpc_calls.parsed_before`); the caller does not change it."""
+    found, request = parsed_before(scope, body) if scope is not None else (False, None)
+    if not found:
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return None
     if not isinstance(request, dict) or request.get("jsonrpc") != "2.0":
         return None
     if request.get("method") != method or set(request) - RPC_KEYS:

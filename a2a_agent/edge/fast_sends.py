@@ -69,7 +69,7 @@ class FastSends:
         await respond_bytes(send, answer, PLAIN_JSON)
 
     async def _answer(self, scope: Scope, body: bytes) -> bytes | None:
-        call = _plain_send(body)
+        call = _plain_send(body, scope)
         if call is None:
             return None
         request_id, params = call
@@ -104,9 +104,9 @@ class FastSends:
         return reply_bytes(request_id, task)
 
 
-def _plain_send(body: bytes) -> tuple[str | int, dict[str, Any]] | None:
+def _plain_send(body: bytes, scope: Scope) -> tuple[str | int, dict[str, Any]] | None:
     """A plain JSON-RPC SendMessage that asks for its task at once: its id and params."""
-    call = rpc_call(body, METHOD)
+    call = rpc_call(body, METHOD, scope)
     if call is None:
         return None
     params = call[1]

@@ -30,6 +30,7 @@ from a2a_agent.edge.rpc_calls import (
     answer_now,
     call_id,
     is_notification,
+    keep_parsed,
     notification_run,
     parsed_call,
 )
@@ -223,6 +224,8 @@ class RequestLimits:
             await self._refuse(scope, send, rpc, Refusal.of(JSONParseError(unreadable)))
             return
         call = parsed_call(body) if rpc else None
+        if call is not None:
+            keep_parsed(scope, body, call)
         # Python's parser takes both of these, so the call's id is known: the answer has it.
         request_id = call_id(call)
         number = nonfinite(body)

@@ -17,6 +17,7 @@ changes nothing and is not run; nor is a notification the door or the SDK would 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from a2a.utils.errors import (
@@ -38,6 +39,11 @@ from a2a_agent.edge.versions import (
 Answer = dict[str, Any]
 
 
+# Where the door leaves the body it parsed and what it found, in the request's scope, for the
+# short paths after it (fast_reads.py, fast_sends.py): a body is parsed once, not once each.
+PARSED_BODY = "a2a.parsed_body"
+
+
 def parsed_call(body: bytes) -> dict[str, Any] | None:
     """The JSON-RPC request object in `body`, or None for anything else (a batch, text that
     is not JSON): the SDK says what is wrong with those."""
@@ -46,6 +52,20 @@ def parsed_call(body: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return call if isinstance(call, dict) and isinstance(call.get("method"), str) else None
+
+
+def keep_parsed(scope: MutableMapping[str, Any], body: bytes, parsed: Any) -> None:
+    """Leave `body` and what json.loads made of it (None: not JSON) for the short paths."""
+    scope[PARSED_BODY] = (body, parsed)
+
+
+def parsed_before(scope: Mapping[str, Any], body: bytes) -> tuple[bool, Any]:
+    """What the door made of `body`, if this very body was parsed before: (True, the value);
+    else (False, None). Taken only by code that does not change the value it is given."""
+    kept = scope.get(PARSED_BODY)
+    if kept is not None and kept[0] == body:
+        return True, kept[1]
+    return False, None
 
 
 def answer_now(call: dict[str, Any], version: str | None) -> Answer | None:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pytest
 from starlette.authentication import AuthCredentials, UnauthenticatedUser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -21,6 +22,7 @@ from tests.support.db import connection
 from tests.support.in_process import InProcess, in_process
 
 V10 = {"A2A-Version": "1.0"}
+JSON = {"Content-Type": "application/json"}
 # The SDK's route takes the version with its patch number; the short path passes it on.
 SDK_V10 = {"A2A-Version": "1.0.0"}
 PLAN = {"goal": "g", "items": [{"id": "a", "title": "A", "run": "true", "verify": "true",
@@ -171,3 +173,25 @@ async def test_a_failure_inside_the_short_send_is_left_to_the_sdks_route() -> No
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
         answer = await http.post("/", json=_send(_message()), headers=V10)
     assert answer.status_code == LONG_WAY and passed == ["POST /"]
+
+
+async def test_the_body_of_a_short_send_is_parsed_once(
+    database_url: str, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The door parses a JSON-RPC body for its checks; the short send takes what it found
+    instead of parsing the same bytes again (it did, a second time, on every send)."""
+    parsed: list[bytes] = []
+    loads = json.loads
+
+    def counting(text: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(text, bytes | bytearray):
+            parsed.append(bytes(text))
+        return loads(text, *args, **kwargs)
+
+    async with in_process(database_url, home) as served:
+        monkeypatch.setattr(json, "loads", counting)
+        body = json.dumps(_send(_message(), "req-2")).encode()
+        answer = await served.http.post("/", content=body, headers={**V10, **JSON})
+        monkeypatch.undo()
+    assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert parsed.count(body) == 1
