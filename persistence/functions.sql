@@ -349,26 +349,22 @@ CREATE OR REPLACE FUNCTION insert_task_events(
 ) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    -- One INSERT each, not one of three rows filtered: a body is built (the plan's read
-    -- whole) only for an event that is written.
-    IF p_plan_seq IS NOT NULL THEN
-        INSERT INTO events (task_id, seq, body)
-        SELECT id, p_plan_seq, jsonb_build_object('kind', 'artifact', 'name', 'plan', 'data', plan)
-        FROM tasks WHERE id = p_task_id;
-    END IF;
-    IF p_report_seq IS NOT NULL THEN
-        INSERT INTO events (task_id, seq, body)
-        SELECT id, p_report_seq,
-               jsonb_build_object('kind', 'artifact', 'name', 'report', 'data', report)
-        FROM tasks WHERE id = p_task_id;
-    END IF;
-    IF p_status_seq IS NOT NULL THEN
-        INSERT INTO events (task_id, seq, body)
-        SELECT id, p_status_seq,
-               jsonb_build_object('kind', 'status', 'state', state, 'text', status_text,
-                                  'at', status_at, 'data', status_data)
-        FROM tasks WHERE id = p_task_id;
-    END IF;
+    -- One INSERT of up to three rows; each body is built (the plan's read whole) only when
+    -- its event is written, so a NULL sequence number costs nothing. (plpgsql: its plan is
+    -- kept by the session, where a SQL function's is made again each call.)
+    INSERT INTO events (task_id, seq, body)
+    SELECT t.id, e.seq, e.body
+    FROM tasks t
+    CROSS JOIN LATERAL (VALUES
+        (p_plan_seq, CASE WHEN p_plan_seq IS NOT NULL THEN
+            jsonb_build_object('kind', 'artifact', 'name', 'plan', 'data', t.plan) END),
+        (p_report_seq, CASE WHEN p_report_seq IS NOT NULL THEN
+            jsonb_build_object('kind', 'artifact', 'name', 'report', 'data', t.report) END),
+        (p_status_seq, CASE WHEN p_status_seq IS NOT NULL THEN
+            jsonb_build_object('kind', 'status', 'state', t.state, 'text', t.status_text,
+                               'at', t.status_at, 'data', t.status_data) END)
+    ) AS e (seq, body)
+    WHERE t.id = p_task_id AND e.seq IS NOT NULL;
 END
 $$;
 

@@ -29,11 +29,11 @@ from persistence.views import stored_view
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 # Bump FUNCTIONS_VERSION with every change of functions.sql, and set FUNCTIONS_SHA256 to
 # the file's sha256 (the migrations test says what it is).
-FUNCTIONS_VERSION = 11
+FUNCTIONS_VERSION = 12
 # schema.sql is the migrations up to this one in one file: a fresh database gets it, then
 # the migrations after it (which are not written twice).
 SCHEMA_SQL_VERSION = 26
-FUNCTIONS_SHA256 = "3358b6cf9d6df0bccc24d40acc8067557e198e0549027a4f67355eeb687c9f52"
+FUNCTIONS_SHA256 = "eeb740dc35e973944db4226e5d579dad127b3b20a57b14afaf441252772b82df"
 
 
 @dataclass(frozen=True)

@@ -274,13 +274,11 @@ class FastReads:
         return data
 
 
-def rpc_call(
-    body: bytes, method: str, scope: Scope | None = None
-) -> tuple[str | int, dict[str, Any]] | None:
+def rpc_call(body: bytes, method: str, scope: Scope) -> tuple[str | int, dict[str, Any]] | None:
     """A plain JSON-RPC call of `method`: its id and params, or None. The body as the door
     parsed it when it did (`rpc_calls.parsed_before`); the caller does not change it."""
-    found, request = parsed_before(scope, body) if scope is not None else (False, None)
-    if not found:
+    request: Any = parsed_before(scope, body)
+    if request is None:
         try:
             request = json.loads(body)
         except ValueError:

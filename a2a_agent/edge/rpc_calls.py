@@ -54,18 +54,19 @@ def parsed_call(body: bytes) -> dict[str, Any] | None:
     return call if isinstance(call, dict) and isinstance(call.get("method"), str) else None
 
 
-def keep_parsed(scope: MutableMapping[str, Any], body: bytes, parsed: Any) -> None:
-    """Leave `body` and what json.loads made of it (None: not JSON) for the short paths."""
-    scope[PARSED_BODY] = (body, parsed)
+def keep_parsed(scope: MutableMapping[str, Any], body: bytes, call: dict[str, Any]) -> None:
+    """Leave `body` and the JSON-RPC call parsed from it for the short paths."""
+    scope[PARSED_BODY] = (body, call)
 
 
-def parsed_before(scope: Mapping[str, Any], body: bytes) -> tuple[bool, Any]:
-    """What the door made of `body`, if this very body was parsed before: (True, the value);
-    else (False, None). Taken only by code that does not change the value it is given."""
+def parsed_before(scope: Mapping[str, Any], body: bytes) -> dict[str, Any] | None:
+    """The call the door parsed from this very `body`, or None when it parsed none (another
+    body, or not a JSON-RPC call). Taken only by code that does not change what it is given."""
     kept = scope.get(PARSED_BODY)
     if kept is not None and kept[0] == body:
-        return True, kept[1]
-    return False, None
+        call: dict[str, Any] = kept[1]
+        return call
+    return None
 
 
 def answer_now(call: dict[str, Any], version: str | None) -> Answer | None:

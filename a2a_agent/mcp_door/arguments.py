@@ -12,6 +12,7 @@ name.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from mcp.server.mcpserver import Context
@@ -44,7 +45,7 @@ class PlainTool(Tool):
     async def run(
         self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
     ) -> Any:
-        unknown = unknown_arguments(arguments, self.parameters)
+        unknown = unknown_arguments(arguments, list(self.parameters.get("properties") or {}))
         if unknown:
             raise ToolError(f"{self.name}: {unknown}")
         try:
@@ -67,9 +68,8 @@ def closed(parameters: JSON) -> JSON:
     return {**parameters, "additionalProperties": False}
 
 
-def unknown_arguments(arguments: dict[str, Any], parameters: JSON) -> str | None:
-    """The arguments the tool does not take, in words with the ones it does; None if none."""
-    known = list(parameters.get("properties") or {})
+def unknown_arguments(arguments: dict[str, Any], known: Sequence[str]) -> str | None:
+    """The arguments not in `known`, in words with the ones it takes; None if none."""
     unknown = [name for name in arguments if name not in known]
     if not unknown:
         return None

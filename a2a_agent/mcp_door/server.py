@@ -153,7 +153,7 @@ class McpDoor:
     async def delegate(self, arguments: JSON, request: Request | None, call_id: Any) -> TaskRow:
         """A task from a tool call's arguments, stored (and its run started) before this
         returns; ToolError, saying why, if the handler refuses it."""
-        unknown = unknown_arguments(arguments, {"properties": dict.fromkeys(("goal", *DATA_KEYS))})
+        unknown = unknown_arguments(arguments, ("goal", *DATA_KEYS))
         if unknown:
             raise ToolError(unknown)
         parts = []
