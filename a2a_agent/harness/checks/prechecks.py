@@ -20,6 +20,7 @@ from a2a_agent.harness.kernel.effects import Concluded, Effect, Effects
 from a2a_agent.harness.kernel.endings import RunEndings
 from a2a_agent.harness.kernel.evidence import evidence, with_attempt
 from a2a_agent.harness.kernel.keys import PLAN_SCOPE, effect_key
+from a2a_agent.harness.kernel.pauses import asked_here
 from a2a_agent.harness.kernel.results import JSON, StepResult
 from a2a_agent.harness.workspace.commands import CommandResult
 from persistence.records import (
@@ -57,6 +58,11 @@ WEAK_ACCEPTANCE = (
 )
 
 
+def weak_pause_id(item_id: str) -> str:
+    """The request an item's weak pre-check makes under `onWeakCheck: ask`."""
+    return f"weak.{item_id}"
+
+
 def skipped_because(item: ItemRow) -> str:
     """Why an item has no pre-check to run, as its record says."""
     return "the item opted out" if not item.precheck else "a person's answer is the work"
@@ -73,6 +79,10 @@ class PreChecks:
         view = await self.ctx.view(task_id, key=key, budget=True)
         item = view.item(item_id)
         if not needs_precheck(item):
+            if self._still_asking(view, item_id):
+                # This step asked and was recorded, then its segment's process died before
+                # the step's result was kept: it runs again, and still waits for the answer.
+                return StepResult("paused", 0, {"pause": weak_pause_id(item_id)})
             return StepResult.ok()
         if not item.precheck or item.ask:
             return await self._record_skipped(view, item, key, skipped_because(item))
@@ -101,6 +111,16 @@ class PreChecks:
             return await self._concluded(view, item, key, value, runs)
 
         return await self.effects.run(view, effect, perform, conclude)
+
+    @staticmethod
+    def _still_asking(view: StepView, item_id: str) -> bool:
+        """Whether the item's pre-check asked (`onWeakCheck: ask`) and no answer lets this
+        segment go on: none yet, or one this very segment must leave to the next."""
+        recorded = view.effect
+        if recorded is None or (recorded.result or {}).get("outcome") != "paused":
+            return False
+        decided = view.decisions.get(weak_pause_id(item_id))
+        return decided is None or asked_here(decided)
 
     async def _record_skipped(
         self, view: StepView, item: ItemRow, key: str, why: str
@@ -148,7 +168,7 @@ class PreChecks:
         if policy == "ask":
             request = self.effects.pauses.request(
                 view,
-                pause_id=f"weak.{item_id}",
+                pause_id=weak_pause_id(item_id),
                 kind="weak_check",
                 summary=f"Item `{item_id}` ({item.title}): its check `{verify}` already "
                 "passes before any work. Approve to go on with it as it is, skip the item, "
