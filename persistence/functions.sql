@@ -1538,3 +1538,44 @@ BEGIN
                                      'report', v_child.report, 'plan', v_child.plan) END);
 END
 $$;
+
+-- One step's result kept for a segment's workflow (persistence/steps.py), written only while
+-- the execution `p_owner` still owns its DBOS workflow (the owner token DBOS gave it, as
+-- DBOS's own step records check) and the workflow is not cancelled; the workflow's row is
+-- share-locked until the commit, so a hand-off cannot land between the check and the write.
+-- The commit need not wait for the disk: a row lost with the database's last moments is a
+-- step run again, which finds its own records, as after a crash between a step's record and
+-- its keep; any later commit flushes it with its own. Returns one row always: the
+-- workflow's status and owner, whether this call wrote, and the name kept at the position
+-- before it (NULLs and false for a NULL p_step_no: nothing to keep, as step_view asks it
+-- when no step waits for its keep).
+CREATE OR REPLACE FUNCTION keep_step_result(
+    p_task_id text, p_segment integer, p_workflow_id text, p_owner text, p_step_no integer,
+    p_name text, p_result json, p_failure text,
+    OUT status text, OUT owner text, OUT written boolean, OUT existing text
+)
+LANGUAGE plpgsql AS $$
+BEGIN
+    written := false;
+    IF p_step_no IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('synchronous_commit', 'off', true);
+    SELECT w.status, w.owner_xid INTO status, owner
+    FROM dbos.workflow_status w WHERE w.workflow_uuid = p_workflow_id
+    FOR SHARE OF w;
+    SELECT r.name INTO existing FROM step_results r
+    WHERE r.task_id = p_task_id AND r.segment = p_segment AND r.step_no = p_step_no;
+    IF FOUND OR status IS NULL OR status = 'CANCELLED' OR owner IS DISTINCT FROM p_owner THEN
+        RETURN;
+    END IF;
+    INSERT INTO step_results (task_id, segment, step_no, name, result, failure)
+    VALUES (p_task_id, p_segment, p_step_no, p_name, p_result, p_failure)
+    ON CONFLICT (task_id, segment, step_no) DO NOTHING;
+    written := FOUND;
+    IF NOT written THEN
+        SELECT r.name INTO existing FROM step_results r
+        WHERE r.task_id = p_task_id AND r.segment = p_segment AND r.step_no = p_step_no;
+    END IF;
+END
+$$;

@@ -39,6 +39,7 @@ from persistence.records import (
 )
 from persistence.safe import jsonb, safe_value
 from persistence.sql import q
+from persistence.steps import check_kept, keep_params, waiting_keep
 from persistence.views import ItemsAfter, items_after, row_json
 
 
@@ -181,15 +182,27 @@ class PostgresRunStore:
         # Taken before the read: a record of this task in this process meanwhile replaces it.
         kept = self._kept.get(task_id)
         rev = kept[0] if kept is not None else None
+        # The segment's last step result, kept by this statement (steps.WaitingKeep).
+        waiting = waiting_keep()
+        step = waiting.take() if waiting is not None else None
+        keep = keep_params(waiting.ref if waiting is not None else None, step)
         asked_at = time.monotonic()
-        async with read(self._pool) as conn:
-            cur = await conn.execute(
-                q("step_view"),
-                {"task_id": task_id, "key": effect_key, "budget": budget, "items_rev": rev},
-                prepare=True,
-            )
-            row = await cur.fetchone()
-        if row is None:
+        try:
+            async with read(self._pool) as conn:
+                cur = await conn.execute(
+                    q("step_view"),
+                    {"task_id": task_id, "key": effect_key, "budget": budget, "items_rev": rev}
+                    | keep,
+                    prepare=True,
+                )
+                row = await cur.fetchone()
+        except BaseException:
+            if waiting is not None and step is not None:
+                waiting.put_back(step)  # not known to be kept: kept again, later
+            raise
+        if waiting is not None and step is not None:
+            check_kept(row, waiting.ref, step, prefix="kept_")
+        if row is None or row["state"] is None:
             self._kept.drop(task_id)
             raise NotFound(task_id)
         if row["items"] is not None:

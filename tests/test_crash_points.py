@@ -1,7 +1,9 @@
-"""Kill -9 at named points of a run (crash points in `PlanRunner`): right after a step and its
-DBOS record (`after-<step>`), and after our record and before DBOS's (`inside-<step>`); the
-third, `before-start`, is in tests/test_delegation.py. The run started again does nothing
-twice, loses nothing, and still waits where a person must answer.
+"""Kill -9 at named points of a run (crash points in `PlanRunner`): right after a step, its
+result waiting for the journal's keep (`after-<step>`: the step runs again and finds its own
+records), and after our record inside the step (`inside-<step>`); the third, `before-start`,
+is in tests/test_delegation.py. The run started again does nothing twice, loses nothing, and
+still waits where a person must answer (a weak check's request included: its pre-check, run
+again, asks nothing twice and lets nothing of the item run).
 
 These were written for runs that resume from our rows instead of DBOS's step records (tried
 this session, not landed: docs/measured.md); the same points hold for the DBOS replay."""

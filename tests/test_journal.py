@@ -8,6 +8,9 @@ replays from them when a worker on this code takes it up."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,8 +22,12 @@ from a2a.types.a2a_pb2 import TaskState
 from dbos import error as dbos_error
 
 from a2a_agent.engine.journal import OutageRetry, StepFailed, StepJournal
+from a2a_agent.engine.runner import READS_ITS_VIEW_FIRST
+from a2a_agent.harness.checks.plan_harness import PlanHarness
+from a2a_agent.harness.model.model_work import ModelWork
 from persistence.db import Pool
 from persistence.errors import StoreUnavailable
+from persistence.runs import PostgresRunStore
 from persistence.steps import (
     KeptStep,
     NotOwner,
@@ -194,19 +201,109 @@ async def test_an_execution_that_lost_its_workflow_stops_at_its_next_step(pool: 
     async with journal.segment(ref):
         await journal.step("a", steps.returning("a", {}))
         await hand_to(pool, ref, "owner-2")  # taken over while this one was frozen
+        # a's result, waiting for its keep, is refused before b starts: b never runs.
         with pytest.raises(dbos_error.DBOSWorkflowConflictIDError):
             await journal.step("b", steps.returning("b", {}))
+    assert steps.ran == {"a": 1}
     cancelled = await a_workflow(pool)
-    async with journal.segment(cancelled):
-        async with pool.connection() as conn:
-            await conn.execute(
-                "UPDATE dbos.workflow_status SET status = 'CANCELLED' WHERE workflow_uuid = %s",
-                (cancelled.workflow_id,),
-            )
-        with pytest.raises(dbos_error.DBOSWorkflowCancelledError):
+    with pytest.raises(dbos_error.DBOSWorkflowCancelledError):
+        async with journal.segment(cancelled):
+            async with pool.connection() as conn:
+                await conn.execute(
+                    "UPDATE dbos.workflow_status SET status = 'CANCELLED' WHERE workflow_uuid = %s",
+                    (cancelled.workflow_id,),
+                )
+            await journal.step("a", steps.returning("a", {}))  # refused when it is kept
+    # Neither kept: the new owner runs a again, and a finds its own records.
+    assert await rows(pool, "SELECT task_id, name FROM step_results") == []
+
+
+class CountedResults(PostgresStepResults):
+    """The store, counting the keeps made in statements of their own."""
+
+    def __init__(self, pool: Pool) -> None:
+        super().__init__(pool)
+        self.apart: list[str] = []
+
+    async def keep(self, ref: SegmentRef, step: KeptStep) -> None:
+        self.apart.append(step.name)
+        await super().keep(ref, step)
+
+
+def viewing(
+    steps: Steps, runs: PostgresRunStore, ref: SegmentRef, name: str
+) -> Callable[[], Awaitable[JSON]]:
+    """A step that reads its view first, as the harness's steps named in view_first do."""
+
+    async def step() -> JSON:
+        view = await runs.view(ref.task_id)
+        steps.ran[name] += 1
+        return {"state": view.state}
+
+    return step
+
+
+async def test_a_step_that_reads_its_view_first_keeps_the_one_before_in_that_read(
+    pool: Pool,
+) -> None:
+    results = CountedResults(pool)
+    runs = PostgresRunStore(pool)
+    journal = StepJournal(results, NO_WAIT, view_first=frozenset({"b", "c"}))
+    ref = await a_workflow(pool)
+    steps = Steps()
+    async with journal.segment(ref):
+        await journal.step("a", steps.returning("a", {"n": 1}))
+        assert await rows(pool, "SELECT name FROM step_results") == []  # waiting
+        await journal.step("b", viewing(steps, runs, ref, "b"))
+        # b's view read kept a: no statement of its own.
+        assert await rows(pool, "SELECT name FROM step_results") == [{"name": "a"}]
+        await journal.step("c", viewing(steps, runs, ref, "c"))
+        await journal.step("d", steps.returning("d", {}))  # not in view_first: c kept first
+        assert results.apart == ["c"]
+    assert results.apart == ["c", "d"]  # the segment's end keeps its last step
+    kept = await results.kept(ref.task_id, 0)
+    assert [(k.step_no, k.name) for k in kept.values()] == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
+    assert kept[1].result == {"n": 1} and kept[2].result == {"state": "submitted"}
+    # Run again after a crash: every step is handed back, none runs.
+    async with journal.segment(ref):
+        for name in "abcd":
+            await journal.step(name, steps.returning(name, {"again": True}))
+    assert steps.ran == {"a": 1, "b": 1, "c": 1, "d": 1}
+
+
+async def test_a_view_read_learns_of_a_takeover_before_the_step_does_anything(pool: Pool) -> None:
+    runs = PostgresRunStore(pool)
+    journal = StepJournal(PostgresStepResults(pool), NO_WAIT, view_first=frozenset({"b"}))
+    ref = await a_workflow(pool)
+    steps = Steps()
+    with pytest.raises(dbos_error.DBOSWorkflowConflictIDError):
+        async with journal.segment(ref):
             await journal.step("a", steps.returning("a", {}))
-    kept = await rows(pool, "SELECT task_id, name FROM step_results")
-    assert kept == [{"task_id": ref.task_id, "name": "a"}]
+            await hand_to(pool, ref, "owner-2")
+            await journal.step("b", viewing(steps, runs, ref, "b"))
+    assert steps.ran == {"a": 1}  # b's view read raised: nothing after it ran
+    assert await rows(pool, "SELECT name FROM step_results") == []
+
+
+def test_the_steps_said_to_read_their_view_first_do() -> None:
+    """READS_ITS_VIEW_FIRST lets a step's view read keep the step before it; a step that
+    awaited anything else first (a write, an effect) would do it before the execution
+    learned whether it still owns its workflow. Each such step's harness method: its first
+    await is `self.ctx.view(...)`."""
+    methods: dict[str, Callable[..., Any]] = {
+        "begin_attempt": PlanHarness.begin_attempt,
+        "run_item": PlanHarness.run_item,
+        "verify_item": PlanHarness.verify_item,
+        "call_model": ModelWork.call_model,
+        "call_tool": ModelWork.call_tool,
+        "end_turn": ModelWork.end_turn,
+    }
+    assert set(methods) == READS_ITS_VIEW_FIRST
+    for name, method in methods.items():
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+        awaited = [node for node in ast.walk(tree) if isinstance(node, ast.Await)]
+        first = min(awaited, key=lambda node: (node.lineno, node.col_offset))
+        assert ast.unparse(first.value).startswith("self.ctx.view("), (name, ast.unparse(first))
 
 
 async def test_a_body_that_takes_another_path_than_its_record_is_refused(pool: Pool) -> None:

@@ -12,7 +12,7 @@ from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.journal import StepJournal
 from a2a_agent.engine.retention import Pruner, Retention
-from a2a_agent.engine.runner import PlanRunner
+from a2a_agent.engine.runner import READS_ITS_VIEW_FIRST, PlanRunner
 from a2a_agent.engine.segments import RUN_QUEUE, enqueue_segment, workflow_id
 from a2a_agent.engine.starter import RunStarter
 from a2a_agent.engine.supervisor import Supervisor
@@ -121,7 +121,7 @@ class DbosEngine:
             facts,
             gate=self.gate,
             delegator=delegator,
-            journal=StepJournal(step_results),
+            journal=StepJournal(step_results, view_first=READS_ITS_VIEW_FIRST),
         )
         self.supervisor = Supervisor(
             registry=registry,

@@ -10,6 +10,12 @@ result was kept runs again and finds its own records (the `inside-<step>` crash 
 execution that lost its workflow to another (a takeover) or whose workflow was cancelled in
 DBOS stops at its next step, with DBOS's own errors, as DBOS's step records made it stop.
 
+A step's result is kept by the next step's own view read where that step reads its view
+before anything else (`view_first`; `WaitingKeep` in persistence/steps.py), in the same
+statement: the keep costs no statement of its own, and an execution that lost its workflow
+still learns it before the next step's first effect. Before any other step, at the
+segment's end and before a failure is kept, it is kept on its own.
+
 The workflow itself, its queue, its recovery, patches and the enqueues made from the body
 stay DBOS's; runs begun before the journal replay from DBOS's step records (`PlanRunner`).
 """
@@ -17,6 +23,7 @@ stay DBOS's; runs begun before the journal replay from DBOS's step records (`Pla
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -27,7 +34,15 @@ from typing import Any, TypeVar
 from dbos import error as dbos_error
 
 from persistence.errors import StoreUnavailable
-from persistence.steps import KeptStep, NotOwner, SegmentRef, StepResults, WorkflowCancelled
+from persistence.steps import (
+    KeptStep,
+    NotOwner,
+    SegmentRef,
+    StepResults,
+    WaitingKeep,
+    WorkflowCancelled,
+    keeps_waiting,
+)
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -70,6 +85,7 @@ class OutageRetry:
 class _Segment:
     ref: SegmentRef
     kept: dict[int, KeptStep]
+    waiting: WaitingKeep  # the last step's result until it is kept
     taken: int = 0  # steps the body has taken so far
 
 
@@ -77,9 +93,19 @@ _running: ContextVar[_Segment | None] = ContextVar("a2a_journal_segment", defaul
 
 
 class StepJournal:
-    def __init__(self, results: StepResults, retry: OutageRetry | None = None) -> None:
+    def __init__(
+        self,
+        results: StepResults,
+        retry: OutageRetry | None = None,
+        *,
+        view_first: frozenset[str] = frozenset(),
+    ) -> None:
+        """`view_first`: the steps that read their view (`RunStore.view`) before they write
+        or start anything, so the last step's result may be kept by that read: one statement
+        a step fewer. Before any other step it is kept on its own."""
         self._results = results
         self._retry = retry or OutageRetry()
+        self._view_first = view_first
 
     @staticmethod
     def active() -> bool:
@@ -94,9 +120,18 @@ class StepJournal:
             lambda: self._results.kept(ref.task_id, ref.segment),
             f"reading the steps of {ref.workflow_id}",
         )
-        token = _running.set(_Segment(ref, kept))
+        current = _Segment(ref, kept, WaitingKeep(ref, lambda step: self._keep(current, step)))
+        token = _running.set(current)
         try:
-            yield
+            with keeps_waiting(current.waiting):
+                yield
+                await current.waiting.keep()
+        except Exception:
+            # The body failed: its last step's result is kept if it can be
+            # (a step not kept runs again when the workflow does, and finds its records).
+            with contextlib.suppress(Exception):
+                await current.waiting.keep()
+            raise
         finally:
             _running.reset(token)
 
@@ -120,12 +155,17 @@ class StepJournal:
                 raise StepFailed(kept.failure)
             assert kept.result is not None  # the table's check: one of the two
             return kept.result
+        if name not in self._view_first:
+            await current.waiting.keep()  # before the step does anything
         try:
             result = await self._retry.run(run, f"step {name}")
         except Exception as exc:
+            await current.waiting.keep()
             await self._keep(current, KeptStep(number, name, failure=failure_reason(exc)))
             raise
-        await self._keep(current, KeptStep(number, name, result=result))
+        await current.waiting.keep()  # where the step read no view that took it
+        # Kept by the next step's view read, or on its own before anything else runs.
+        current.waiting.wait(KeptStep(number, name, result=result))
         return result
 
     async def _keep(self, current: _Segment, step: KeptStep) -> None:

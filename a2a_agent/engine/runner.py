@@ -46,6 +46,12 @@ from a2a_agent.watched import crash_point
 from persistence.records import TERMINAL_STATES
 
 TRACES_KEPT = 4096
+# The steps whose harness method reads its view (`StepContext.view`) before it writes or
+# starts anything: the journal lets that read keep the step before it (journal.py). Checked
+# by tests/test_journal.py; a step left out only costs a statement.
+READS_ITS_VIEW_FIRST = frozenset(
+    {"begin_attempt", "run_item", "verify_item", "call_model", "call_tool", "end_turn"}
+)
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 
@@ -289,10 +295,11 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         so a replay starts them once."""
         result = StepResult.from_json(await self._call(step, *args, **kwargs))
         starts = result.payload.get("start") or []
-        # Tests only: die right after a step and its kept result (`after-<step>`), or after
-        # one that asks runs to start and before they are enqueued (`before-start`); a step
-        # killed after its own record but before its result is kept is `inside-<step>`
-        # (`_gated`).
+        # Tests only: die right after a step, its result waiting for its keep (the next
+        # step's view read or a statement of its own: journal.py), so the step runs again
+        # and must find its own records (`after-<step>`); or after one that asks runs to
+        # start and before they are enqueued (`before-start`). `inside-<step>` (`_gated`)
+        # dies after the step's own work, before the journal has its result.
         if self.fault is not None:
             crash_point(self.fault, "before-start" if starts else f"after-{step.__name__}")
         for task_id, segment in starts:

@@ -4,8 +4,12 @@
 -- One statement, one snapshot: the task, its items, the decisions on its requests, the
 -- step's effect and (when asked) the budget. The items only when they were written since
 -- `items_rev` (the count the caller keeps them at; NULL: it keeps none), and the clocks of
--- those with a time limit, which move while nothing is written.
-SELECT t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
+-- those with a time limit, which move while nothing is written. With it, the segment's last
+-- step result is kept (`keep_*`, keep_step_result(); all NULL: none waits), whose verdict
+-- comes back as `kept_*`: one round trip for both. Always one row: no task, NULL columns.
+SELECT k.status AS kept_status, k.owner AS kept_owner, k.written AS kept_written,
+       k.existing AS kept_existing,
+       t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
        t.report IS NOT NULL AS closed, t.transition_seq, t.segment, t.policy, t.seed,
        t.base_sha, t.owner, t.items_rev,
        CASE WHEN t.items_rev IS DISTINCT FROM %(items_rev)s::bigint
@@ -33,9 +37,12 @@ SELECT t.state, t.goal, t.workspace_fingerprint, t.checkpoint_sha,
        (SELECT jsonb_build_object('key', e.key, 'status', e.status, 'runs', e.runs,
                                   'result', e.result)
         FROM effects e WHERE e.key = %(key)s::text) AS effect,
-       CASE WHEN %(budget)s::boolean THEN budget_status(t.id, '') END AS budget
-FROM tasks t
-WHERE t.id = %(task_id)s
+       CASE WHEN %(budget)s::boolean AND t.id IS NOT NULL
+            THEN budget_status(t.id, '') END AS budget
+FROM keep_step_result(%(keep_task_id)s, %(keep_segment)s, %(keep_workflow_id)s,
+                      %(keep_owner)s, %(keep_step_no)s, %(keep_name)s, %(keep_result)s::json,
+                      %(keep_failure)s) AS k
+LEFT JOIN tasks t ON t.id = %(task_id)s
 
 -- name: input_files
 SELECT name, media_type, filename, size, sha256, body, url

@@ -45,6 +45,7 @@ from persistence.records import (
     TransitionRow,
 )
 from persistence.runs import RunStore
+from persistence.steps import keep_waiting
 
 CACHED_TASKS = 1000
 
@@ -194,6 +195,7 @@ class StepContext:
         """Record a step in one transaction (with the workspace's fingerprint, unless the step
         does not change the workspace; `found` if the step just took it), then render the
         files from what the record returned."""
+        await keep_waiting()  # the last step's, unless this step's view read kept it
         if fingerprint:
             found = found or await self.workspace(view.task_id).fingerprint()
             record = dataclasses.replace(record, fingerprint=found)
@@ -238,6 +240,7 @@ class StepContext:
         that only reads, and its arguments), that runs after the commit in the same box: also
         what it printed, None where it did not run (no workspace, or the commit was made
         before: `Workspace.commit_then_read`)."""
+        await keep_waiting()  # the last step's, unless this step's view read kept it
         ws = self.workspace(view.task_id)
         if not ws.git_dir.is_dir():
             return None, None

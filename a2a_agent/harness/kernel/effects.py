@@ -42,6 +42,7 @@ from persistence.records import (
     StepView,
     Transition,
 )
+from persistence.steps import keep_waiting
 
 Integrity = Literal["tree", "checkpoint", "none"]
 ENDED_POLL_S = 5.0  # how often a running effect looks whether its task ended, unwoken
@@ -161,6 +162,9 @@ class Effects:
         """Perform `effect` at most once per key (re-run only when a crash cut it short) and
         record what `conclude` makes of its result. `view` was read with the effect's key
         and, unless the effect spends nothing, with the budget."""
+        # The last step's result is kept before an effect runs (a step that read its view
+        # first has kept it with that read: nothing waits then).
+        await keep_waiting()
         recorded = view.effect
         marker = self.marker(view.task_id, effect.lane)
         if recorded is not None and recorded.status == "completed" and recorded.result is not None:
