@@ -264,15 +264,21 @@ class PostgresTaskStore:
             "cursor_id": cursor_id,
             "limit": page_size + 1,
         }
-        # The page by key, each row from the read cache where it is kept (the same row
-        # object GetTask hands out, so its conversions are kept too), the rest read at once:
-        # a caller listing again and again reads keys, not whole rows.
-        async with self._read() as conn:
-            cur = await conn.execute(q("list_task_keys"), params, prepare=True)
-            keys = await cur.fetchall()
+        # The page by key (kept by the read cache until any task changes), each row from
+        # the read cache where it is kept (the same row object GetTask hands out, so its
+        # conversions are kept too), the rest read at once: a caller listing again and
+        # again reads keys, not whole rows, and while nothing changes not even those.
+        cache = self._cache if self._cache is not None and self._cache.enabled else None
+        keys = cache.page(("keys", tuple(params.items()))) if cache is not None else None
+        if keys is None:
+            token = cache.page_token() if cache is not None else None
+            async with self._read() as conn:
+                cur = await conn.execute(q("list_task_keys"), params, prepare=True)
+                keys = tuple(await cur.fetchall())
+            if cache is not None and token is not None:
+                cache.keep_page(("keys", tuple(params.items())), token, keys)
         total = keys[0]["total"] if keys else 0
         page = [key["task_id"] for key in keys[:page_size]]
-        cache = self._cache if self._cache is not None and self._cache.enabled else None
         rows = {t: row for t in page if (row := cache.get(t) if cache else None) is not None}
         missing = [t for t in page if t not in rows]
         if missing:

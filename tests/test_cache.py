@@ -70,3 +70,36 @@ def test_bounded() -> None:
     for name in ("a", "b", "c"):
         cache.end_read(name, cache.begin_read(name), row(name))
     assert cache.get("a") is None and cache.get("c") is not None
+
+
+def test_a_page_is_kept_until_any_task_changes() -> None:
+    cache = TaskReadCache()
+    assert cache.page("p") is None
+    cache.keep_page("p", cache.page_token(), ("t",))
+    assert cache.page("p") is None  # off until the listener connects
+    cache.reset(enabled=True)
+    cache.keep_page("p", cache.page_token(), ("t",))
+    assert cache.page("p") == ("t",)
+    cache.invalidate("another")  # any task's write: a new one, a state, a status time
+    assert cache.page("p") is None
+
+
+def test_a_page_read_that_raced_a_write_is_not_kept() -> None:
+    cache = TaskReadCache()
+    cache.reset(enabled=True)
+    token = cache.page_token()
+    cache.invalidate("t")  # committed while the page's query ran
+    cache.keep_page("p", token, ("t",))
+    assert cache.page("p") is None
+    token = cache.page_token()
+    cache.reset(enabled=True)  # the listener reconnected meanwhile
+    cache.keep_page("p", token, ("t",))
+    assert cache.page("p") is None
+
+
+def test_pages_are_bounded() -> None:
+    cache = TaskReadCache(max_pages=2)
+    cache.reset(enabled=True)
+    for key in ("a", "b", "c"):
+        cache.keep_page(key, cache.page_token(), (key,))
+    assert [cache.page(key) for key in ("a", "b", "c")] == [None, ("b",), ("c",)]
