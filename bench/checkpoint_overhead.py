@@ -639,7 +639,8 @@ def run(b: Bench, args: argparse.Namespace) -> None:
     table("1. floors", ["", "median (ms)", "p95 (ms)", "n"], [
         ["INSERT ...; COMMIT (psycopg 3, one connection, small table)", *med_p95(floor)],
         ["spawn `bash -c true` (asyncio subprocess)", *med_p95(bash)],
-        ["spawn `setpriv --pdeathsig KILL -- bash -c true` (as the harness)", *med_p95(wrapped)],
+        ["spawn `setpriv --pdeathsig KILL -- bash -c true` (as the harness without the box)",
+         *med_p95(wrapped)],
         ["a verified item's workspace commit (box; git add, commit, pack-objects)",
          *med_p95(commits)],
     ])  # fmt: skip

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
+from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, TaskState
 from psycopg.conninfo import make_conninfo
 
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, send, wait_for
@@ -250,6 +250,34 @@ async def test_killed_process_is_replaced_at_once_and_resumes(
     assert counts[key] == 2 and len(counts) == 3
     assert "was killed by signal 9" in server.log()
     assert_transitions_sound(database_url, task.id)
+
+
+async def test_a_killed_workers_command_dies_with_it(
+    start_agent: StartAgent, database_url: str, tmp_path: Path
+) -> None:
+    """The serving process killed -9 while an item's command runs: the command's box dies
+    with it (bwrap's --die-with-parent), nothing of it goes on writing; the command that runs
+    after is the resumed step's."""
+    beats = tmp_path / "beats"
+    beats.mkdir()
+    loop = f"t=$RANDOM$RANDOM; while :; do date +%s%N > {beats}/$t; sleep 0.05; done"
+    server = start_agent("serve", "node-b")
+    async with a2a_client(server.url) as client:
+        task = await send(client, plan_message([item("a", loop, "true")]))
+        deadline = time.monotonic() + 30
+        while not any(beats.iterdir()):
+            assert time.monotonic() < deadline, "the command never started"
+            await asyncio.sleep(0.05)
+        (first,) = list(beats.iterdir())
+        with psycopg.connect(database_url) as conn:
+            row = conn.execute("SELECT pid FROM workers WHERE executor_id = 'node-b'").fetchone()
+        assert row is not None
+        os.kill(row[0], signal.SIGKILL)
+        await asyncio.sleep(1.0)
+        then = first.read_text()
+        await asyncio.sleep(1.0)
+        assert first.read_text() == then  # the killed worker's command writes no more
+        await client.cancel_task(CancelTaskRequest(id=task.id))
 
 
 async def test_sigterm_drains_the_step_and_hands_over_at_once(

@@ -62,9 +62,13 @@ async def _end_group(proc: asyncio.subprocess.Process) -> None:
     _kill_group(proc.pid)
 
 
-def _pdeathsig_prefix() -> list[str]:
-    # If the worker dies, its command's shell dies with it (setpriv sets the parent-death
-    # signal, then execs bash); what the shell started is killed by `kill_leftovers`.
+def _pdeathsig_prefix(sandbox: Sandbox) -> list[str]:
+    # If the worker dies, its command's shell dies with it: in the box, bwrap's own
+    # --die-with-parent does it (and kills the box's every process); without the box,
+    # setpriv sets the parent-death signal, then execs bash, and what the shell started is
+    # killed by `kill_leftovers`. (setpriv before bwrap cost an exec, 2.5 ms a command.)
+    if sandbox.enabled:
+        return []
     return ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
 
 
@@ -109,7 +113,7 @@ async def run_command(
     if pid_file is not None:
         kill_leftovers(pid_file)
     proc = await asyncio.create_subprocess_exec(
-        *_pdeathsig_prefix(),
+        *_pdeathsig_prefix(sandbox),
         *sandbox.wrap(["/bin/bash", "-c", command], cwd),
         cwd=cwd,
         env=dict(env),
