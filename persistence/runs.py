@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from persistence.cache import TaskReadCache
 from persistence.db import Pool, read
-from persistence.errors import NotFound
+from persistence.errors import NotFound, StoreError
 from persistence.kept import KeptItems, with_clocks
 from persistence.records import (
     JSON,
@@ -201,7 +201,13 @@ class PostgresRunStore:
                 waiting.put_back(step)  # not known to be kept: kept again, later
             raise
         if waiting is not None and step is not None:
-            check_kept(row, waiting.ref, step, prefix="kept_")
+            try:
+                check_kept(row, waiting.ref, step, prefix="kept_")
+            except StoreError:
+                # Refused (a takeover, a cancel): waiting again, so whatever the step does
+                # next (its failure kept, an effect, a record) meets the refusal too.
+                waiting.put_back(step)
+                raise
         if row is None or row["state"] is None:
             self._kept.drop(task_id)
             raise NotFound(task_id)

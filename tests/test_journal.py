@@ -9,6 +9,7 @@ replays from them when a worker on this code takes it up."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import textwrap
 from collections import Counter
@@ -26,7 +27,7 @@ from a2a_agent.engine.runner import READS_ITS_VIEW_FIRST
 from a2a_agent.harness.checks.plan_harness import PlanHarness
 from a2a_agent.harness.model.model_work import ModelWork
 from persistence.db import Pool
-from persistence.errors import StoreUnavailable
+from persistence.errors import StoreError, StoreUnavailable
 from persistence.runs import PostgresRunStore
 from persistence.steps import (
     KeptStep,
@@ -35,6 +36,7 @@ from persistence.steps import (
     SegmentRef,
     StepClash,
     WorkflowCancelled,
+    keep_waiting,
 )
 from tests.persistence.rows import made, rows
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
@@ -283,6 +285,31 @@ async def test_a_view_read_learns_of_a_takeover_before_the_step_does_anything(po
             await journal.step("b", viewing(steps, runs, ref, "b"))
     assert steps.ran == {"a": 1}  # b's view read raised: nothing after it ran
     assert await rows(pool, "SELECT name FROM step_results") == []
+
+
+async def test_a_refused_keep_stays_refused_if_a_step_swallows_its_views_error(
+    pool: Pool,
+) -> None:
+    """A step that caught its view's refusal and went on meets it again at its effect
+    (`Effects.run` keeps what waits first): the refused keep waits again."""
+    runs = PostgresRunStore(pool)
+    journal = StepJournal(PostgresStepResults(pool), NO_WAIT, view_first=frozenset({"b"}))
+    ref = await a_workflow(pool)
+    steps = Steps()
+
+    async def careless() -> JSON:
+        with contextlib.suppress(StoreError):
+            await runs.view(ref.task_id)
+        await keep_waiting()  # as an effect starts
+        steps.ran["b"] += 1
+        return {}
+
+    with pytest.raises(dbos_error.DBOSWorkflowConflictIDError):
+        async with journal.segment(ref):
+            await journal.step("a", steps.returning("a", {}))
+            await hand_to(pool, ref, "owner-2")
+            await journal.step("b", careless)
+    assert steps.ran == {"a": 1}
 
 
 def test_the_steps_said_to_read_their_view_first_do() -> None:
