@@ -24,9 +24,9 @@ from persistence.records import TaskRow
 class TaskReadCache:
     def __init__(self, max_rows: int = 10_000, max_pages: int = 1_000) -> None:
         self._rows: OrderedDict[str, TaskRow] = OrderedDict()
-        # Each page kept, with the count of notifications it was read at (`_changes`).
-        self._pages: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
-        self._changes = 0
+        # Each page kept; every notification empties it, so what is here is current.
+        self._pages: OrderedDict[Hashable, Any] = OrderedDict()
+        self._changes = 0  # notifications heard: a page read across one is not kept
         self._max_pages = max_pages
         self._gen: dict[str, int] = {}
         self._readers: dict[str, int] = {}
@@ -74,11 +74,10 @@ class TaskReadCache:
         """The page kept under `key` if no task changed since it was read; else None."""
         if not self.enabled:
             return None
-        hit = self._pages.get(key)
-        if hit is None or hit[0] != self._changes:
-            return None
-        self._pages.move_to_end(key)
-        return hit[1]
+        page = self._pages.get(key)
+        if page is not None:
+            self._pages.move_to_end(key)
+        return page
 
     def page_token(self) -> tuple[int, int]:
         """Taken before a page's query: `keep_page` keeps it only if nothing changed since."""
@@ -86,7 +85,7 @@ class TaskReadCache:
 
     def keep_page(self, key: Hashable, token: tuple[int, int], page: Any) -> None:
         if self.enabled and token == (self._epoch, self._changes):
-            self._pages[key] = (self._changes, page)
+            self._pages[key] = page
             self._pages.move_to_end(key)
             while len(self._pages) > self._max_pages:
                 self._pages.popitem(last=False)

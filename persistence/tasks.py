@@ -269,14 +269,15 @@ class PostgresTaskStore:
         # conversions are kept too), the rest read at once: a caller listing again and
         # again reads keys, not whole rows, and while nothing changes not even those.
         cache = self._cache if self._cache is not None and self._cache.enabled else None
-        keys = cache.page(("keys", tuple(params.items()))) if cache is not None else None
+        asked = ("keys", tuple(params.items()))
+        keys = cache.page(asked) if cache is not None else None
         if keys is None:
             token = cache.page_token() if cache is not None else None
             async with self._read() as conn:
                 cur = await conn.execute(q("list_task_keys"), params, prepare=True)
                 keys = tuple(await cur.fetchall())
             if cache is not None and token is not None:
-                cache.keep_page(("keys", tuple(params.items())), token, keys)
+                cache.keep_page(asked, token, keys)
         total = keys[0]["total"] if keys else 0
         page = [key["task_id"] for key in keys[:page_size]]
         rows = {t: row for t in page if (row := cache.get(t) if cache else None) is not None}
