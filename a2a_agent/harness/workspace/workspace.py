@@ -1,8 +1,9 @@
 """A task's git workspace: plan.json and progress.md, and one commit per verified item.
 
-Git runs as a child process only where it must (add, commit, bundle: three per verified
-item); what can be read from `.git` directly (HEAD, a loose commit) is read here, and the
-fingerprint is a walk of the tree's metadata, without a process. How git itself runs (its
+Git runs as a child process only where it must (add and commit: two per verified item, in
+one box); what can be read from `.git` directly (HEAD, a loose commit, the objects a commit
+just wrote, packed for its bundle by `packs.py`) is read here, and the fingerprint is a walk
+of the tree's metadata, without a process. How git itself runs (its
 options, its environment, the repository config the harness owns) is `git.py`.
 """
 
@@ -34,6 +35,7 @@ from a2a_agent.harness.workspace.git import (
     read_head,
     read_loose_object,
 )
+from a2a_agent.harness.workspace.packs import pack_of_commit
 from a2a_agent.harness.workspace.sandbox import Sandbox
 
 KEY_TRAILER = "A2A-Idempotency-Key"
@@ -67,19 +69,21 @@ _tree_sizes: dict[Path, int] = {}
 
 
 _GIT_WORDS = " ".join(shlex.quote(word) for word in (GIT, *GIT_OPTIONS))
-# Stage everything, commit with the message in file $1, and write a pack of the commits after
-# $2 (none: all): the pack is what `git bundle` would hold; we write the bundle's header
-# ourselves, which spares `git bundle` and the pack-objects process it starts (2.9 ms against
-# 5.5 ms, measured here). Without $3 the pack is all it prints. With $3, a script that only
-# reads (as `read_script` runs it; its own arguments follow, and it gets git and its options
-# after them) runs next on the repository as the commit left it, in the same box: a run's
-# last commit and its outputs cost one box, not two (a box is about 5 ms of the machine's
-# CPU); the pack is printed framed (its length in bytes on a line, then the bytes), then what
-# the script prints.
+# Stage everything, commit with the message in file $1, and, where $3 is set, write a pack of
+# the commits after $2 (none: all): the pack is what `git bundle` would hold; we write the
+# bundle's header ourselves, which spares `git bundle` and the pack-objects process it starts
+# (2.9 ms against 5.5 ms, measured here). Without $3 the harness writes the pack itself from
+# the commit's loose objects (`packs.py`), sparing pack-objects too. Without $4 the pack is all
+# it prints. With $4, a script that only reads (as `read_script` runs it; its own arguments
+# follow, and it gets git and its options after them) runs next on the repository as the
+# commit left it, in the same box: a run's last commit and its outputs cost one box, not two
+# (a box is about 5 ms of the machine's CPU); the pack is printed framed (its length in bytes
+# on a line, then the bytes: none when $3 is empty), then what the script prints.
 COMMIT_SCRIPT = f"""set -e
-message=$1 previous=$2 read=$3
-shift 3
+message=$1 previous=$2 with_pack=$3 read=$4
+shift 4
 pack() {{
+  [ -n "$with_pack" ] || return 0
   {{ echo HEAD; [ -z "$previous" ] || echo "^$previous"; }} | {_GIT_WORDS} {" ".join(PACK)}
 }}
 {_GIT_WORDS} add -A
@@ -281,9 +285,10 @@ class Workspace:
         checkpoint's sha and bundle (None if HEAD is still `previous`). A commit already made
         under `key` is not repeated.
 
-        Add, commit and bundle run in one shell (one spawn from this large process, three git
+        Add and commit run in one shell (one spawn from this large process, two git
         processes); the message goes through a file, so a long title never meets the
-        argument limit; the bundle comes back on stdout.
+        argument limit; the bundle's pack is written here from the new loose objects, or by
+        git in the same shell where it cannot be (`packs.py`).
         """
         sha, bundle, _ = await self.commit_then_read(message, key, previous, ())
         return sha, bundle
@@ -304,9 +309,12 @@ class Workspace:
             return head, bundle_of(pack, head, previous), None
         message_file = self.git_dir / "A2A_COMMIT_MSG"
         overwrite_within(self.root, ".git/A2A_COMMIT_MSG", f"{message}\n\n{KEY_TRAILER}: {key}\n")
+        # The pack is written here when the commit will be the one commit on `previous`, whose
+        # own object is loose (`packs.py`); else git writes it in the same box.
+        ours = head == previous and (previous is None or self._loose_object(previous) is not None)
         out = await self._run(
             "/bin/sh", "-c", COMMIT_SCRIPT, "commit", str(message_file), previous or "",
-            *(read or ("",)),
+            "" if ours else "pack", *(read or ("",)),
         )  # fmt: skip
         pack, printed = out, None
         if read:
@@ -315,6 +323,12 @@ class Workspace:
                 raise WorkspaceError(f"the commit's pack did not come whole in {self.root}")
             pack, printed = rest[: int(size)], rest[int(size) :]
         head = self.head() or await self._git("rev-parse", "HEAD")
+        if ours:
+            made = pack_of_commit(self.git_dir, head, previous)
+            if made is None:  # an object git did not leave loose, or a large change
+                revs = f"{head}\n" + (f"^{previous}\n" if previous else "")
+                made = await self._git_bytes(*PACK, stdin=revs.encode())
+            pack = made
         return head, bundle_of(pack, head, previous), printed
 
     async def fingerprint(self) -> str:

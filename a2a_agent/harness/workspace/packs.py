@@ -1,0 +1,144 @@
+"""The pack of a commit the harness just made, written here rather than by `git pack-objects`.
+
+A verified item's checkpoint is a bundle of the commits after the last checkpoint; its pack
+was `git pack-objects`, a third git process in the commit's box (about 2.7 ms of a 14 ms
+commit, measured here). When HEAD is one commit on `previous` and every object that commit
+brings is a loose object (what `git add` and `git commit` just wrote), the pack is written
+here from those objects: the commit, and the trees and blobs whose entries differ from
+`previous`'s tree at the same path. Each object's contents are checked against its name (a
+command can write anything in `.git`; git trusts a file that is already there, this does
+not), and anything else (several commits, an object only in a pack, a damaged or very large
+one) returns None: the caller asks git for the pack as before.
+
+The pack has no deltas, so a changed file travels whole (compressed) where git would have
+sent a delta against its last version; past `MAX_PACKED_BYTES` of compressed objects git's
+smaller pack is worth its process, and it is asked for instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+from pathlib import Path
+
+from a2a_agent.harness.workspace.files import read_regular
+
+# Compressed bytes of loose objects past which git's deltas are worth a process.
+MAX_PACKED_BYTES = 64 * 1024
+_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3}
+_TREE_MODE = b"40000"
+_GITLINK_MODE = b"160000"  # a submodule's commit: not an object of this repository
+_Entry = tuple[int, bytes]  # a pack entry's type and body
+
+
+class _NotHere(Exception):
+    """What the pack needs is not a sound loose object here: git makes the pack."""
+
+
+class _Loose:
+    """The loose objects of one repository, read, decompressed and checked once each."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.objects = git_dir / "objects"
+        self.compressed = 0
+
+    def read(self, sha: str, want: bytes) -> bytes:
+        """The body of object `sha`, which must be a `want` (commit, tree, blob)."""
+        raw = read_regular(self.objects / sha[:2] / sha[2:], MAX_PACKED_BYTES + 1)
+        if raw is None:
+            raise _NotHere(sha)
+        self.compressed += len(raw)
+        if self.compressed > MAX_PACKED_BYTES:
+            raise _NotHere("too large")
+        try:
+            whole = zlib.decompress(raw)
+        except zlib.error:
+            raise _NotHere(sha) from None
+        if hashlib.sha1(whole, usedforsecurity=False).hexdigest() != sha:
+            raise _NotHere(sha)
+        header, _, body = whole.partition(b"\x00")
+        kind, _, size = header.partition(b" ")
+        if kind != want or not size.isdigit() or int(size) != len(body):
+            raise _NotHere(sha)
+        return body
+
+
+def _tree_entries(body: bytes) -> dict[bytes, tuple[bytes, str]]:
+    """A tree's entries: name -> (mode, sha)."""
+    entries: dict[bytes, tuple[bytes, str]] = {}
+    at = 0
+    while at < len(body):
+        space = body.index(b" ", at)
+        nul = body.index(b"\x00", space)
+        if nul + 21 > len(body):
+            raise _NotHere("a cut tree")
+        entries[body[space + 1 : nul]] = (body[at:space], body[nul + 1 : nul + 21].hex())
+        at = nul + 21
+    return entries
+
+
+def _commit_fields(body: bytes) -> tuple[str, list[str]]:
+    """A commit's tree and parents."""
+    tree, parents = "", []
+    for line in body.split(b"\n"):
+        if not line:
+            break
+        if line.startswith(b"tree "):
+            tree = line[5:].decode()
+        elif line.startswith(b"parent "):
+            parents.append(line[7:].decode())
+    return tree, parents
+
+
+def _new_objects(loose: _Loose, tree: str, old: str | None, found: dict[str, _Entry]) -> None:
+    """`tree` and what under it differs from `old` (the same path in `previous`), in
+    `found` by name (an object at two paths is packed once)."""
+    entries = _tree_entries(body := loose.read(tree, b"tree"))
+    found[tree] = (_TYPES[b"tree"], body)
+    before = _tree_entries(loose.read(old, b"tree")) if old is not None else {}
+    for name, (mode, sha) in entries.items():
+        was = before.get(name)
+        if (was is not None and was[1] == sha) or mode == _GITLINK_MODE or sha in found:
+            continue
+        if mode == _TREE_MODE:
+            under = was[1] if was is not None and was[0] == _TREE_MODE else None
+            _new_objects(loose, sha, under, found)
+        else:
+            found[sha] = (_TYPES[b"blob"], loose.read(sha, b"blob"))
+
+
+def _entry_header(kind: int, size: int) -> bytes:
+    """A pack entry's type and size: four bits of size in the first byte, seven in each next."""
+    out = bytearray()
+    byte = (kind << 4) | (size & 0x0F)
+    size >>= 4
+    while size:
+        out.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    out.append(byte)
+    return bytes(out)
+
+
+def pack_of_commit(git_dir: Path, head: str, previous: str | None) -> bytes | None:
+    """A pack (version 2, no deltas) of what commit `head` adds to `previous`, or None where
+    git must make it (see the module's note)."""
+    loose = _Loose(git_dir)
+    try:
+        commit = loose.read(head, b"commit")
+        tree, parents = _commit_fields(commit)
+        if parents != ([previous] if previous else []) or not tree:
+            return None
+        old_tree = _commit_fields(loose.read(previous, b"commit"))[0] if previous else None
+        found: dict[str, _Entry] = {head: (_TYPES[b"commit"], commit)}
+        if tree != old_tree:
+            _new_objects(loose, tree, old_tree, found)
+    except (_NotHere, ValueError, UnicodeDecodeError):
+        return None
+    parts = [b"PACK", struct.pack(">II", 2, len(found))]
+    for kind, body in found.values():
+        parts.append(_entry_header(kind, len(body)))
+        parts.append(zlib.compress(body))
+    pack = b"".join(parts)
+    return pack + hashlib.sha1(pack, usedforsecurity=False).digest()
