@@ -261,8 +261,8 @@ async def spawn_times(prefix: list[str], n: int) -> list[float]:
 
 async def workspace_commits(root: Path, n: int) -> list[float]:
     """A verified item's workspace commit as the harness makes it (`Workspace.commit`: the
-    box, then `git add` and `commit`; the checkpoint bundle's pack written by the harness from
-    the commit's loose objects, or by git's `pack-objects` where it cannot be), from this
+    box and `git add -A` in it; the commit and the checkpoint bundle's pack written by the
+    harness from the index and the loose objects, or by git where they cannot be), from this
     small process (the server's fork is dearer: it has more pages to copy)."""
     from a2a_agent.harness.workspace.sandbox import Sandbox  # noqa: PLC0415
     from a2a_agent.harness.workspace.workspace import Workspace  # noqa: PLC0415
@@ -642,7 +642,7 @@ def run(b: Bench, args: argparse.Namespace) -> None:
         ["spawn `bash -c true` (asyncio subprocess)", *med_p95(bash)],
         ["spawn `setpriv --pdeathsig KILL -- bash -c true` (as the harness without the box)",
          *med_p95(wrapped)],
-        ["a verified item's workspace commit (box; git add, commit; its pack)",
+        ["a verified item's workspace commit (box, git add; the commit, its pack)",
          *med_p95(commits)],
     ])  # fmt: skip
     print(f"  100 empty queries (psycopg_pool's check on every checkout): +{empty[0]} xact_commit")

@@ -47,6 +47,7 @@ CHANGES = {
     "a new file": "echo one > one.txt",
     "a changed file": "echo two >> one.txt",
     "a new nested folder": "mkdir -p a/b/c && echo deep > a/b/c/deep.txt && echo x > a/x",
+    "names beside a folder's, in git's order": "echo 1 > a.txt && echo 2 > a-b && echo 3 > a0",
     "a file deep inside changed": "echo deeper >> a/b/c/deep.txt",
     "a removed file": "rm a/x",
     "a renamed file": "mv one.txt renamed.txt",

@@ -49,8 +49,12 @@ def _tasks_of(loop: asyncio.AbstractEventLoop | None) -> str:
         return "(its tasks changed while read)"
     lines = []
     for task in tasks:
-        frames = task.get_stack(limit=6)
-        where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames))
+        # Every frame, with its file: a hang once left only "Event waits" to go on.
+        frames = task.get_stack()
+        where = " <- ".join(
+            f"{Path(f.f_code.co_filename).name}:{f.f_code.co_name}:{f.f_lineno}"
+            for f in reversed(frames)
+        )
         lines.append(f"  {task.get_name()}: {where or repr(task.get_coro())}")
     return "tasks of its loop:\n" + "\n".join(sorted(lines))
 
@@ -188,7 +192,10 @@ class ServerHere(AgentProcess):
         self._app = create_app(settings, conninfo)
         config = uvicorn.Config(
             self._app,
-            log_level="warning",
+            # uvicorn's own steps of a shutdown ("Waiting for connections to close", "Waiting
+            # for application shutdown") in the log a failed stop prints; no access lines.
+            log_level="info",
+            access_log=False,
             log_config=None,
             timeout_graceful_shutdown=10,
             http=settings.server.http,

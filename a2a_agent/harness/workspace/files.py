@@ -81,7 +81,7 @@ def read_regular(path: Path, cap: int) -> bytes | None:
 
 
 @contextlib.contextmanager
-def _folder_within(root: Path, parts: Sequence[str]) -> Iterator[int]:
+def folder_within(root: Path, parts: Sequence[str]) -> Iterator[int]:
     """A descriptor of `root/parts...`, each level made if missing and replaced if it is
     anything but a folder of its own (a link, a file): never resolved through a link."""
     fd = os.open(root, _DIRECTORY)
@@ -107,7 +107,7 @@ def _folder_within(root: Path, parts: Sequence[str]) -> Iterator[int]:
 def overwrite_within(root: Path, relative: str, text: str) -> None:
     """`overwrite` of `root/relative`, its folders walked without following a link."""
     *folders, name = relative.split("/")
-    with _folder_within(root, folders) as folder:
+    with folder_within(root, folders) as folder:
         _overwrite_at(folder, name, text.encode())
 
 
@@ -115,7 +115,7 @@ def fresh_directory_within(root: Path, relative: str) -> Path:
     """`root/relative` as a new empty folder (what was there removed, never through a
     link); its path, for a boxed command to write into."""
     *folders, name = relative.split("/")
-    with _folder_within(root, folders) as folder:
+    with folder_within(root, folders) as folder:
         remove_within_fd(folder, name)
         os.mkdir(name, 0o755, dir_fd=folder)
     return root.joinpath(*folders, name)
@@ -124,7 +124,7 @@ def fresh_directory_within(root: Path, relative: str) -> Path:
 def remove_within(root: Path, relative: str) -> None:
     """`root/relative` removed, whatever it is, without following a link on the way."""
     *folders, name = relative.split("/")
-    with _folder_within(root, folders) as folder:
+    with folder_within(root, folders) as folder:
         remove_within_fd(folder, name)
 
 

@@ -1,9 +1,10 @@
 """A task's git workspace: plan.json and progress.md, and one commit per verified item.
 
-Git runs as a child process only where it must (add and commit: two per verified item, in
-one box); what can be read from `.git` directly (HEAD, a loose commit, the objects a commit
-just wrote, packed for its bundle by `packs.py`) is read here, and the fingerprint is a walk
-of the tree's metadata, without a process. How git itself runs (its
+Git runs as a child process only where it must (`git add -A`: one per verified item, in its
+box); what can be read from `.git` directly (HEAD, a loose commit, the index, made into the
+commit by `commits.py`, the objects the commit wrote, packed for its bundle by `packs.py`) is
+read and written here, and the fingerprint is a walk of the tree's metadata, without a
+process. How git itself runs (its
 options, its environment, the repository config the harness owns) is `git.py`.
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from a2a_agent.errors import AgentError
+from a2a_agent.harness.workspace.commits import commit_index
 from a2a_agent.harness.workspace.files import (
     fresh_directory_within,
     overwrite,
@@ -61,6 +63,9 @@ _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Trees up to this many entries are fingerprinted on the event loop (a fraction of a
 # millisecond); larger ones in a thread, so a big checkout never holds up requests.
 INLINE_FINGERPRINT_ENTRIES = 2000
+# An index up to this size is read and committed on the event loop (about 0.1 ms a hundred
+# entries); a larger one in a thread.
+INLINE_INDEX_BYTES = 64 * 1024
 
 
 # How many entries each workspace's tree had when last fingerprinted (bounded by the tasks
@@ -285,10 +290,11 @@ class Workspace:
         checkpoint's sha and bundle (None if HEAD is still `previous`). A commit already made
         under `key` is not repeated.
 
-        Add and commit run in one shell (one spawn from this large process, two git
-        processes); the message goes through a file, so a long title never meets the
-        argument limit; the bundle's pack is written here from the new loose objects, or by
-        git in the same shell where it cannot be (`packs.py`).
+        `git add -A` runs in the box, and the commit is made here from the index
+        (`commits.py`) and its bundle's pack from the loose objects (`packs.py`). Where
+        either cannot be (an index or history this does not read with certainty), git
+        makes it. With a read script (`commit_then_read`) or after commits of a command's
+        own, add, commit and pack run in one shell in one box, as before.
         """
         sha, bundle, _ = await self.commit_then_read(message, key, previous, ())
         return sha, bundle
@@ -304,17 +310,55 @@ class Workspace:
         if head is not None and f"{KEY_TRAILER}: {key}" in await self._head_message(head):
             if head == previous:
                 return head, None, None
-            revs = f"{head}\n" + (f"^{previous}\n" if previous else "")
-            pack = await self._git_bytes(*PACK, stdin=revs.encode())
-            return head, bundle_of(pack, head, previous), None
-        message_file = self.git_dir / "A2A_COMMIT_MSG"
-        overwrite_within(self.root, ".git/A2A_COMMIT_MSG", f"{message}\n\n{KEY_TRAILER}: {key}\n")
+            return head, bundle_of(await self._pack(head, previous), head, previous), None
+        text = f"{message}\n\n{KEY_TRAILER}: {key}\n"
         # The pack is written here when the commit will be the one commit on `previous`, whose
         # own object is loose (`packs.py`); else git writes it in the same box.
         ours = head == previous and (previous is None or self._loose_object(previous) is not None)
+        printed: bytes | None = None
+        if ours and not read:
+            head = await self._commit_here(text)
+        else:
+            head, pack, printed = await self._commit_in_box(text, previous, read, ours)
+            if not ours:
+                return head, bundle_of(pack, head, previous), printed
+        return head, bundle_of(await self._pack(head, previous), head, previous), printed
+
+    async def _pack(self, head: str, previous: str | None) -> bytes:
+        """The pack of the commits after `previous` up to `head`: written here from loose
+        objects (`packs.py`) where it can be, else by git."""
+        made = pack_of_commit(self.git_dir, head, previous)
+        if made is None:  # several commits, an object git did not leave loose, a large change
+            revs = f"{head}\n" + (f"^{previous}\n" if previous else "")
+            made = await self._git_bytes(*PACK, stdin=revs.encode())
+        return made
+
+    async def _commit_here(self, text: str) -> str:
+        """`git add -A` in the box, then the commit made here from the index (`commits.py`);
+        by `git commit` in a box of its own where that cannot be."""
+        await self._git("add", "-A")
+        index = self.git_dir / "index"
+        with contextlib.suppress(OSError):
+            if index.stat().st_size > INLINE_INDEX_BYTES:  # a large tree: off the event loop
+                made = await asyncio.to_thread(commit_index, self.root, text)
+            else:
+                made = commit_index(self.root, text)
+            if made is not None:
+                return made
+        overwrite_within(self.root, ".git/A2A_COMMIT_MSG", text)
+        await self._git("commit", "-q", "--allow-empty", "--no-verify", "-F",
+                        str(self.git_dir / "A2A_COMMIT_MSG"))  # fmt: skip
+        return self.head() or await self._git("rev-parse", "HEAD")
+
+    async def _commit_in_box(
+        self, text: str, previous: str | None, read: tuple[str, ...], ours: bool
+    ) -> tuple[str, bytes, bytes | None]:
+        """`COMMIT_SCRIPT`: add and commit in one box, the pack too unless `ours`, then `read`:
+        the new head, the pack (empty if `ours`) and what `read` printed."""
+        overwrite_within(self.root, ".git/A2A_COMMIT_MSG", text)
         out = await self._run(
-            "/bin/sh", "-c", COMMIT_SCRIPT, "commit", str(message_file), previous or "",
-            "" if ours else "pack", *(read or ("",)),
+            "/bin/sh", "-c", COMMIT_SCRIPT, "commit", str(self.git_dir / "A2A_COMMIT_MSG"),
+            previous or "", "" if ours else "pack", *(read or ("",)),
         )  # fmt: skip
         pack, printed = out, None
         if read:
@@ -322,14 +366,7 @@ class Workspace:
             if not size.strip().isdigit() or len(rest) < int(size):
                 raise WorkspaceError(f"the commit's pack did not come whole in {self.root}")
             pack, printed = rest[: int(size)], rest[int(size) :]
-        head = self.head() or await self._git("rev-parse", "HEAD")
-        if ours:
-            made = pack_of_commit(self.git_dir, head, previous)
-            if made is None:  # an object git did not leave loose, or a large change
-                revs = f"{head}\n" + (f"^{previous}\n" if previous else "")
-                made = await self._git_bytes(*PACK, stdin=revs.encode())
-            pack = made
-        return head, bundle_of(pack, head, previous), printed
+        return self.head() or await self._git("rev-parse", "HEAD"), pack, printed
 
     async def fingerprint(self) -> str:
         """What the working tree is, for telling whether anything changed it between steps.
