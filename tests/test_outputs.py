@@ -91,14 +91,16 @@ async def test_a_run_that_changed_only_the_rendered_files_has_no_files_changed(
 
 
 def test_outputs_cut_short_are_refused_not_read_as_something_else() -> None:
-    whole = b"3\nabc2\nxy0\n0\n1\nz"
+    whole = b"3\n2\n0\n0\n1\nabcxyz"
     assert outputs._framed(whole, outputs.PARTS) == {
         "diff": b"abc", "pack": b"xy", "changes": b"", "tree": b"", "committed": b"z"
     }  # fmt: skip
-    with pytest.raises(ValueError, match="cut short"):
-        outputs._framed(b"3\nabc9\nxy", outputs.PARTS)
-    with pytest.raises(ValueError):
-        outputs._framed(b"3\nabc", outputs.PARTS)
+    with pytest.raises(ValueError, match="committed was cut short"):
+        outputs._framed(b"3\n2\n0\n0\n9\nabcxyz", outputs.PARTS)
+    with pytest.raises(ValueError, match="lengths"):
+        outputs._framed(b"3\n2\nabc", outputs.PARTS)
+    with pytest.raises(ValueError, match="lengths"):
+        outputs._framed(b"3\nx\n0\n0\n1\nabcxyz", outputs.PARTS)
 
 
 async def test_the_closing_commit_reads_the_outputs_in_its_own_box(

@@ -51,9 +51,10 @@ def _caller_has(view: StepView) -> bool:
 # start, a pack of the commits after the prerequisite (none: all), the paths changed and, if
 # any, the tree's sizes, and the paths the commits before the run's last one changed (the
 # report's `files_changed`: the work's, without what the closing commit took of an attempt
-# cut short); each written to the box's own /tmp, then sent as its length in bytes on a line
-# and the bytes. Arguments: base, head, prerequisite, the commit before the last, git, its
-# options.
+# cut short); each written to the box's own /tmp, then sent as the lengths in bytes, one a
+# line, and the bytes one after the other (two processes, `stat` and `cat`, not a `wc` and a
+# `cat` for each part). Arguments: base, head, prerequisite, the commit before the last, git,
+# its options.
 OUTPUTS_SCRIPT = f"""set -e
 base=$1 head=$2 prerequisite=$3 before=$4 git=$5
 shift 5
@@ -68,7 +69,9 @@ trap 'rm -rf "$out"' EXIT
 if [ -s "$out/changes" ]; then "$git" "$@" ls-tree -r -l -z "$head"; fi > "$out/tree"
 "$git" "$@" diff --name-only --no-renames -z "$base" "$before" -- . \\
   {" ".join(shlex.quote(e) for e in EXCLUDED)} > "$out/committed"
-for part in diff pack changes tree committed; do wc -c < "$out/$part"; cat "$out/$part"; done
+cd "$out"
+stat -c %s diff pack changes tree committed
+cat diff pack changes tree committed
 """
 PARTS = ("diff", "pack", "changes", "tree", "committed")
 
@@ -81,15 +84,17 @@ class RunOutputs:
 
 
 def _framed(raw: bytes, names: tuple[str, ...]) -> dict[str, bytes]:
-    """The parts `OUTPUTS_SCRIPT` sent, each as its length on a line and its bytes."""
+    """The parts `OUTPUTS_SCRIPT` sent: their lengths, one a line, then their bytes."""
+    lines = raw.split(b"\n", len(names))
+    if len(lines) <= len(names) or not all(size.isdigit() for size in lines[: len(names)]):
+        raise ValueError("the outputs' lengths were cut short")
+    body = lines[len(names)]
     parts: dict[str, bytes] = {}
     at = 0
-    for name in names:
-        end = raw.index(b"\n", at)
-        size = int(raw[at:end])
-        parts[name] = raw[end + 1 : end + 1 + size]
-        at = end + 1 + size
-        if len(parts[name]) != size:
+    for name, size in zip(names, lines[: len(names)], strict=True):
+        parts[name] = body[at : at + int(size)]
+        at += int(size)
+        if len(parts[name]) != int(size):
             raise ValueError(f"the outputs' {name} was cut short")
     return parts
 

@@ -88,20 +88,23 @@ COMMIT_SCRIPT = f"""set -e
 message=$1 previous=$2 with_pack=$3 read=$4
 shift 4
 pack() {{
-  [ -n "$with_pack" ] || return 0
   {{ echo HEAD; [ -z "$previous" ] || echo "^$previous"; }} | {_GIT_WORDS} {" ".join(PACK)}
 }}
 {_GIT_WORDS} add -A
 {_GIT_WORDS} commit -q --allow-empty --no-verify -F "$message"
 if [ -z "$read" ]; then
-  pack
+  [ -z "$with_pack" ] || pack
   exit
 fi
-pack=$(mktemp)
-trap 'rm -f "$pack"' EXIT
-pack > "$pack"
-wc -c < "$pack"
-cat "$pack"
+if [ -n "$with_pack" ]; then
+  pack=$(mktemp)
+  trap 'rm -f "$pack"' EXIT
+  pack > "$pack"
+  wc -c < "$pack"
+  cat "$pack"
+else
+  echo 0
+fi
 /bin/sh -c "$read" read "$@" {_GIT_WORDS}
 """
 
