@@ -9,6 +9,7 @@ replays from them when a worker on this code takes it up."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
 import inspect
 import textwrap
@@ -42,7 +43,7 @@ from tests.persistence.rows import made, rows
 from tests.support.a2a import a2a_client, item, plan_message, send, wait_for
 from tests.support.processes import StartAgent
 from tests.support.waiting import wait_for_line
-from tests.support.workflows import as_dbos_steps
+from tests.support.workflows import as_dbos_steps, workflow_status
 from tests.test_restart import assert_transitions_sound
 
 JSON = dict[str, Any]
@@ -378,6 +379,12 @@ async def test_a_run_begun_with_dbos_step_records_replays_from_them(
     async with a2a_client(server.url) as client:
         done = await wait_for(client, task.id, timeout=60)
     assert done.status.state == TaskState.TASK_STATE_COMPLETED, done.status.message
+    # The task completes in `finish`; the segment's last step (`settle_delegations`) is
+    # recorded after it: its record is read once DBOS says the workflow returned.
+    for _ in range(300):
+        if await workflow_status(database_url, task.id) == "SUCCESS":
+            break
+        await asyncio.sleep(0.05)
     # Item a's steps came back from DBOS's records; b's run, killed while it ran, ran again.
     assert Counter(ledger.read_text().split()) == {f"{task.id}:a:1:run": 1, f"{task.id}:b:1:run": 2}
     with psycopg.connect(database_url) as conn:

@@ -162,8 +162,9 @@ class AgentProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.role} exited early:\n{self.log()}")
+            if (code := self.proc.poll()) is not None:
+                # The exit code too: a process killed before it logged leaves nothing else.
+                raise RuntimeError(f"{self.role} exited early (exit {code}):\n{self.log()}")
             if self.role != "serve":
                 name = "deliverer" if self.role == "deliver" else "worker"
                 if f"{name} {self.executor_id} running" in self.log():

@@ -155,9 +155,18 @@ def serve_forks(status_dir: Path, requests: IO[str], answers: IO[str]) -> None:
     gc.freeze()
     for line in requests:
         request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            _child(request)
+        # An earlier child may have had this pid (pids wrap, and the servers start many
+        # processes): its exit code is removed before the new child can be reaped, with
+        # SIGCHLD held meanwhile, or the new one would read as exited at once.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        try:
+            pid = os.fork()
+            if pid == 0:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+                _child(request)
+            (status_dir / str(pid)).unlink(missing_ok=True)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         answers.write(f"{pid}\n")
         answers.flush()
     # The test process has ended (its end closed our input): nobody reads the codes now.
