@@ -24,7 +24,7 @@ import zlib
 from contextlib import suppress
 from pathlib import Path
 
-from a2a_agent.harness.workspace.files import folder_within, read_regular
+from a2a_agent.harness.workspace.files import enter_folder, folder_within, read_regular
 from a2a_agent.harness.workspace.git import GIT_ENV, read_head
 
 MAX_INDEX_BYTES = 1 << 20  # past this, git's own commit is as quick as reading it here
@@ -136,9 +136,11 @@ def clean_message(message: str) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def _write_object(root: Path, sha: str, whole: bytes) -> None:
-    """A loose object, unless one sound is there: written beside, then renamed into place."""
-    with folder_within(root, [".git", "objects", sha[:2]]) as folder:
+def _write_object(objects: int, sha: str, whole: bytes) -> None:
+    """A loose object in the `objects` folder, unless one sound is there: written beside,
+    then renamed into place (a write cut short never leaves a file under the object's name)."""
+    folder = enter_folder(objects, sha[:2])
+    try:
         with suppress(OSError):
             fd = os.open(sha[2:], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
             try:
@@ -158,6 +160,8 @@ def _write_object(root: Path, sha: str, whole: bytes) -> None:
         finally:
             os.close(fd)
         os.rename(temporary, sha[2:], src_dir_fd=folder, dst_dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def _move_branch(root: Path, ref: str, sha: str) -> None:
@@ -212,9 +216,10 @@ def commit_index(root: Path, message: str, *, now: int | None = None) -> str | N
     body = f"{header}author {when}\ncommitter {when}\n\n{text}".encode(errors="replace")
     sha, whole = _object(b"commit", body)
     try:
-        for name, contents in trees.items():
-            _write_object(root, name, contents)
-        _write_object(root, sha, whole)
+        with folder_within(root, [".git", "objects"]) as objects:
+            for name, contents in trees.items():
+                _write_object(objects, name, contents)
+            _write_object(objects, sha, whole)
         _move_branch(root, ref, sha)
     except OSError:
         return None  # what was written is unreferenced; git's commit writes its own

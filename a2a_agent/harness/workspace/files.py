@@ -87,21 +87,28 @@ def folder_within(root: Path, parts: Sequence[str]) -> Iterator[int]:
     fd = os.open(root, _DIRECTORY)
     try:
         for part in parts:
-            if part in ("", ".", "..") or "/" in part:
-                raise ValueError(f"not a plain name: {part!r}")
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o755, dir_fd=fd)
-            try:
-                child = os.open(part, _DIRECTORY, dir_fd=fd)
-            except OSError:  # a link (ELOOP) or not a folder (ENOTDIR): ours to replace
-                os.unlink(part, dir_fd=fd)
-                os.mkdir(part, 0o755, dir_fd=fd)
-                child = os.open(part, _DIRECTORY, dir_fd=fd)
+            child = enter_folder(fd, part)
             os.close(fd)
             fd = child
         yield fd
     finally:
         os.close(fd)
+
+
+def enter_folder(fd: int, part: str) -> int:
+    """A new descriptor of the folder `part` in `fd`: made if missing, replaced if it is
+    anything but a folder of its own (a link, a file), never resolved through a link."""
+    if part in ("", ".", "..") or "/" in part:
+        raise ValueError(f"not a plain name: {part!r}")
+    try:
+        return os.open(part, _DIRECTORY, dir_fd=fd)
+    except FileNotFoundError:
+        pass
+    except OSError:  # a link (ELOOP) or not a folder (ENOTDIR): ours to replace
+        os.unlink(part, dir_fd=fd)
+    with contextlib.suppress(FileExistsError):  # made meanwhile: opened (and checked) below
+        os.mkdir(part, 0o755, dir_fd=fd)
+    return os.open(part, _DIRECTORY, dir_fd=fd)
 
 
 def overwrite_within(root: Path, relative: str, text: str) -> None:
