@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
-import shlex
 import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from a2a_agent.errors import AgentError
-from a2a_agent.harness.workspace.commits import commit_index
+from a2a_agent.harness.workspace.commits import COMMIT_SCRIPT, commit_index
 from a2a_agent.harness.workspace.files import (
     fresh_directory_within,
     overwrite,
     overwrite_within,
 )
+from a2a_agent.harness.workspace.fingerprints import tree_fingerprint
 from a2a_agent.harness.workspace.git import (
     GIT,
     GIT_ENV,
@@ -60,53 +59,10 @@ build/
 DERIVED_FILES = ("plan.json", "progress.md")
 PID_DIR = ".commands"  # beside the workspaces: out of every box
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# Trees up to this many entries are fingerprinted on the event loop (a fraction of a
-# millisecond); larger ones in a thread, so a big checkout never holds up requests.
-INLINE_FINGERPRINT_ENTRIES = 2000
+_NOT_FINGERPRINTED = frozenset({".git", *DERIVED_FILES})
 # An index up to this size is read and committed on the event loop (about 0.1 ms a hundred
 # entries); a larger one in a thread.
 INLINE_INDEX_BYTES = 64 * 1024
-
-
-# How many entries each workspace's tree had when last fingerprinted (bounded by the tasks
-# this process works; a forgotten one is simply fingerprinted in a thread once).
-_tree_sizes: dict[Path, int] = {}
-
-
-_GIT_WORDS = " ".join(shlex.quote(word) for word in (GIT, *GIT_OPTIONS))
-# Stage everything, commit with the message in file $1, and, where $3 is set, write a pack of
-# the commits after $2 (none: all): the pack is what `git bundle` would hold; we write the
-# bundle's header ourselves, which spares `git bundle` and the pack-objects process it starts
-# (2.9 ms against 5.5 ms, measured here). Without $3 the harness writes the pack itself from
-# the commit's loose objects (`packs.py`), sparing pack-objects too. Without $4 the pack is all
-# it prints. With $4, a script that only reads (as `read_script` runs it; its own arguments
-# follow, and it gets git and its options after them) runs next on the repository as the
-# commit left it, in the same box: a run's last commit and its outputs cost one box, not two
-# (a box is about 5 ms of the machine's CPU); the pack is printed framed (its length in bytes
-# on a line, then the bytes: none when $3 is empty), then what the script prints.
-COMMIT_SCRIPT = f"""set -e
-message=$1 previous=$2 with_pack=$3 read=$4
-shift 4
-pack() {{
-  {{ echo HEAD; [ -z "$previous" ] || echo "^$previous"; }} | {_GIT_WORDS} {" ".join(PACK)}
-}}
-{_GIT_WORDS} add -A
-{_GIT_WORDS} commit -q --allow-empty --no-verify -F "$message"
-if [ -z "$read" ]; then
-  [ -z "$with_pack" ] || pack
-  exit
-fi
-if [ -n "$with_pack" ]; then
-  pack=$(mktemp)
-  trap 'rm -f "$pack"' EXIT
-  pack > "$pack"
-  wc -c < "$pack"
-  cat "$pack"
-else
-  echo 0
-fi
-/bin/sh -c "$read" read "$@" {_GIT_WORDS}
-"""
 
 
 class WorkspaceError(AgentError):
@@ -372,49 +328,12 @@ class Workspace:
         return self.head() or await self._git("rev-parse", "HEAD"), pack, printed
 
     async def fingerprint(self) -> str:
-        """What the working tree is, for telling whether anything changed it between steps.
-
-        A hash of every path's type, size, modification and change times (ctime cannot be
-        set back by a command), without the two files rendered from rows, plus HEAD. It is
-        read in a thread: a large tree must not hold up the event loop.
-        """
+        """What the working tree is, for telling whether anything changed it between steps
+        (`fingerprints.py`): its paths' metadata, without the two files rendered from rows,
+        plus HEAD."""
         if not self.git_dir.exists():
             return "missing"
-        if _tree_sizes.get(self.root, INLINE_FINGERPRINT_ENTRIES + 1) <= INLINE_FINGERPRINT_ENTRIES:
-            return self._fingerprint()
-        return await asyncio.to_thread(self._fingerprint)
-
-    def _fingerprint(self) -> str:
-        digest = hashlib.sha256(f"HEAD {self.head()}\n".encode())
-        skip_top = {".git", *DERIVED_FILES}
-        stack = [(self.root, "")]
-        seen = 0
-        while stack:
-            directory, prefix = stack.pop()
-            try:
-                entries = sorted(os.scandir(directory), key=lambda e: e.name)
-            except OSError:
-                continue
-            for entry in entries:
-                if not prefix and entry.name in skip_top:
-                    continue
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                rel = prefix + entry.name
-                digest.update(
-                    f"{rel}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode(
-                        errors="surrogateescape"
-                    )
-                )
-                seen += 1
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((Path(entry.path), rel + "/"))
-        if len(_tree_sizes) > 10_000:
-            _tree_sizes.clear()
-        _tree_sizes[self.root] = seen
-        return digest.hexdigest()
+        return await tree_fingerprint(self.root, self.head(), skip_top=_NOT_FINGERPRINTED)
 
     async def restore(
         self,
