@@ -5,6 +5,7 @@ nothing but the rendered files."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -149,3 +150,37 @@ async def test_the_closing_commit_reads_the_outputs_in_its_own_box(
     assert one.files[0].body == two.files[0].body  # the diff: the same blobs on both sides
     assert one.shown[2]["files"] == two.shown[2]["files"]
     assert sorted(one.committed) == sorted(two.committed) == ["gone.txt", "new.txt"]
+
+
+@pytest.mark.parametrize("seed", [{"kind": "git"}, None], ids=["on-the-start", "whole"])
+async def test_the_closing_box_leaves_the_runs_pack_to_the_harness(
+    tmp_path: Path, seed: dict[str, str] | None
+) -> None:
+    """Where the run's commits are a line of loose commits, the closing box sends no pack and
+    the harness writes it (`run_pack`): the bundle fetches into a repository that holds the
+    start (a caller's) or into an empty one (the whole history)."""
+    ws, base = await workspace(tmp_path / "ws")
+    view = dataclasses.replace(view_of(base), seed=seed)
+    (ws.root / "new.txt").write_text("new\n")
+    work, _ = await ws.commit("Work", "t:work", base)
+    (ws.root / "late.txt").write_text("late\n")
+    assert outputs.packs_here(ws, view, work)
+    read = outputs.outputs_read(view, work, pack_here=True)
+    head, _, printed = await ws.commit_then_read("Run ended", "t:end", work, read)
+    assert printed is not None
+    assert outputs._framed(printed, outputs.PARTS)["pack"] == b""  # git packed nothing
+    pack = await outputs.run_pack(ws, view, head)
+    config = outputs.OutputConfig("http://x", 0)
+    made = outputs.outputs_of(printed, view, config, base=base, head=head, before=work, pack=pack)
+    bundle = tmp_path / "run.bundle"
+    bundle.write_bytes(made.files[1].body)
+    target = tmp_path / "target"
+    if seed is not None:  # the caller's clone, at the start
+        subprocess.run([GIT, "clone", "-q", str(ws.root), str(target)], check=True)
+        subprocess.run([GIT, "-C", str(target), "checkout", "-q", base], check=True)
+    else:
+        subprocess.run([GIT, "init", "-q", str(target)], check=True)
+    subprocess.run([GIT, "-C", str(target), "bundle", "verify", "-q", str(bundle)], check=True)
+    subprocess.run([GIT, "-C", str(target), "fetch", "-q", str(bundle), "main"], check=True)
+    assert git(target, "rev-parse", "FETCH_HEAD").decode().strip() == head
+    subprocess.run([GIT, "-C", str(target), "fsck", "--strict", "--no-dangling"], check=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from a2a_agent.harness.workspace import packs
-from a2a_agent.harness.workspace.git import GIT
-from a2a_agent.harness.workspace.packs import pack_of_commit
+from a2a_agent.harness.workspace.git import GIT, bundle_of
+from a2a_agent.harness.workspace.packs import pack_since
 from a2a_agent.harness.workspace.sandbox import Sandbox
 from a2a_agent.harness.workspace.workspace import Workspace
 
@@ -72,7 +72,7 @@ async def test_each_change_restores_from_packs_written_here(tmp_path: Path) -> N
         head = ws.head()
         sha, bundle = await ws.commit(f"item {n}: {what}", f"key-{n}", previous)
         assert bundle is not None, what
-        ours = pack_of_commit(ws.git_dir, sha, previous)
+        ours = pack_since(ws.git_dir, sha, previous)
         assert ours is not None, f"{what}: the pack was left to git"
         assert bundle.endswith(ours), f"{what}: the bundle holds another pack"
         assert head == previous
@@ -93,13 +93,19 @@ async def test_what_the_pack_cannot_vouch_for_is_left_to_git(tmp_path: Path) -> 
     assert bundle0 is not None
     bundles = [bundle0]
 
-    # A command that made commits of its own: two commits after the checkpoint.
+    # A command that made a merge of its own: git walks the history.
+    git(ws.root, "checkout", "-q", "-b", "side")
+    (ws.root / "s").write_text("on a side branch\n")
+    git(ws.root, "add", "-A")
+    git(ws.root, "commit", "-q", "-m", "side")
+    git(ws.root, "checkout", "-q", "main")
     (ws.root / "f").write_text("by the command\n")
     git(ws.root, "add", "-A")
     git(ws.root, "commit", "-q", "-m", "the command's own")
+    git(ws.root, "merge", "-q", "--no-edit", "side")
     (ws.root / "g").write_text("then the item\n")
     second, bundle1 = await ws.commit("second", "k1", first)
-    assert pack_of_commit(ws.git_dir, second, first) is None
+    assert pack_since(ws.git_dir, second, first) is None
     assert bundle1 is not None
     bundles.append(bundle1)
 
@@ -120,21 +126,50 @@ async def test_what_the_pack_cannot_vouch_for_is_left_to_git(tmp_path: Path) -> 
     planted.write_bytes(zlib.compress(b"blob 5\x00other"))
     (ws.root / "i").unlink()
     fourth, _ = await ws.commit("fourth", "k3", third)
-    assert pack_of_commit(ws.git_dir, fourth, third) is not None  # i is gone: nothing planted
+    assert pack_since(ws.git_dir, fourth, third) is not None  # i is gone: nothing planted
     (ws.root / "i").write_text("planted\n")
     fifth, _ = await ws.commit("fifth", "k4", fourth)
-    assert pack_of_commit(ws.git_dir, fifth, fourth) is None
+    assert pack_since(ws.git_dir, fifth, fourth) is None
     planted.unlink()
 
     # A large change: git's deltas are worth its process.
     (ws.root / "big").write_bytes(os.urandom(packs.MAX_PACKED_BYTES + 1))
     sixth, bundle5 = await ws.commit("sixth", "k5", fifth)
-    assert pack_of_commit(ws.git_dir, sixth, fifth) is None
+    assert pack_since(ws.git_dir, sixth, fifth) is None
     assert bundle5 is not None
 
     again = restored(tmp_path, bundles)
     assert git(again, "rev-parse", "restored") == third
     git(again, "fsck", "--strict", "--no-dangling", "restored")
+
+
+async def test_a_line_of_commits_packs_here_whole(tmp_path: Path) -> None:
+    """A run's result (every commit after the start, or all of them) and a checkpoint after
+    a command's own commits: one pack of the line, which restores as git's does."""
+    ws = Workspace(tmp_path / "ws", sandbox=Sandbox(enabled=False))
+    await ws.ensure()
+    shas: list[str] = []
+    previous: str | None = None
+    for n, change in enumerate(CHANGES.values()):
+        subprocess.run(["/bin/sh", "-c", change], cwd=ws.root, check=True)
+        if n % 3 == 1:  # a command's own commit between the harness's
+            git(ws.root, "add", "-A")
+            git(ws.root, "commit", "-q", "--allow-empty", "-m", f"the command's {n}")
+        previous, _ = await ws.commit(f"item {n}", f"key-{n}", previous)
+        shas.append(previous)
+    for start in (None, shas[0], shas[4]):
+        pack = pack_since(ws.git_dir, shas[-1], start)
+        assert pack is not None
+        again = restored(tmp_path, [bundle_of(pack, shas[-1], start)] if start is None else [])
+        if start is not None:  # the caller holds the start: a bundle on it
+            first = pack_since(ws.git_dir, start, None)
+            assert first is not None
+            again = restored(
+                tmp_path, [bundle_of(first, start, None), bundle_of(pack, shas[-1], start)]
+            )
+        assert git(again, "rev-parse", "restored") == shas[-1]
+        git(again, "fsck", "--strict", "--no-dangling", "restored")
+    assert pack_since(ws.git_dir, shas[2], shas[5]) is None  # not on the line back
 
 
 @pytest.mark.parametrize("sandbox", [False, True], ids=["plain", "boxed"])

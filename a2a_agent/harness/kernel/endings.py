@@ -16,7 +16,14 @@ from a2a_agent.budget import Exhausted
 from a2a_agent.harness.kernel.context import StepContext
 from a2a_agent.harness.kernel.evidence import with_attempt
 from a2a_agent.harness.kernel.keys import effect_key
-from a2a_agent.harness.kernel.outputs import OutputConfig, outputs_of, outputs_read, results
+from a2a_agent.harness.kernel.outputs import (
+    OutputConfig,
+    outputs_of,
+    outputs_read,
+    packs_here,
+    results,
+    run_pack,
+)
 from a2a_agent.harness.kernel.report import build_report, stopped_at
 from a2a_agent.harness.kernel.results import JSON, StepResult
 from persistence.records import (
@@ -121,8 +128,10 @@ class RunEndings:
         ws = self.ctx.workspace(view.task_id)
         before = ws.head()
         # What the run hands back (its diff, its commits as a bundle, the files it changed)
-        # is read in the closing commit's box, after it.
-        read = outputs_read(view, before) if record.report is not None else ()
+        # is read in the closing commit's box, after it; the bundle's pack written here where
+        # it can be (`packs.py`).
+        pack_here = record.report is not None and packs_here(ws, view, before)
+        read = outputs_read(view, before, pack_here=pack_here) if record.report is not None else ()
         checkpoint, printed = await self.ctx.commit(
             view,
             items if items is not None else view.items,
@@ -137,7 +146,10 @@ class RunEndings:
         config = OutputConfig(self.ctx.config.public_url, self.ctx.config.inline_output_bytes)
         head = ws.head()
         if printed is not None and head is not None and view.base_sha is not None:
-            made = outputs_of(printed, view, config, base=view.base_sha, head=head, before=before)
+            pack = await run_pack(ws, view, head) if pack_here else None
+            made = outputs_of(
+                printed, view, config, base=view.base_sha, head=head, before=before, pack=pack
+            )
         else:  # no read came with the commit (made before this run of the step, say)
             made = await results(ws, view, config, before=before)
         # The files the work changed: its commits' before this closing one (none if it had

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from a2a_agent.harness.kernel.results import JSON
 from a2a_agent.harness.workspace.git import PACK, bundle_of
+from a2a_agent.harness.workspace.packs import pack_since
 from a2a_agent.harness.workspace.workspace import DERIVED_FILES, Workspace, WorkspaceError
 from persistence.records import OutputFile, StepView
 
@@ -48,22 +49,25 @@ def _caller_has(view: StepView) -> bool:
 
 
 # The reads of a run's end in one box (`Workspace.read_script`): the diff against the
-# start, a pack of the commits after the prerequisite (none: all), the paths changed and, if
-# any, the tree's sizes, and the paths the commits before the run's last one changed (the
-# report's `files_changed`: the work's, without what the closing commit took of an attempt
-# cut short); each written to the box's own /tmp, then sent as the lengths in bytes, one a
-# line, and the bytes one after the other (two processes, `stat` and `cat`, not a `wc` and a
-# `cat` for each part). Arguments: base, head, prerequisite, the commit before the last, git,
-# its options.
+# start, a pack of the commits after the prerequisite (none: all; not made where the harness
+# writes it, `packs.py`: the part is empty then), the paths changed and, if any, the tree's
+# sizes, and the paths the commits before the run's last one changed (the report's
+# `files_changed`: the work's, without what the closing commit took of an attempt cut short);
+# each written to the box's own /tmp, then sent as the lengths in bytes, one a line, and the
+# bytes one after the other (two processes, `stat` and `cat`, not a `wc` and a `cat` for each
+# part). Arguments: base, head, prerequisite, the commit before the last, whether git packs
+# ("pack") or not (""), git, its options.
 OUTPUTS_SCRIPT = f"""set -e
-base=$1 head=$2 prerequisite=$3 before=$4 git=$5
-shift 5
+base=$1 head=$2 prerequisite=$3 before=$4 with_pack=$5 git=$6
+shift 6
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$git" "$@" diff --binary --full-index --no-color --no-ext-diff --no-textconv \\
   "$base" "$head" -- . {" ".join(shlex.quote(e) for e in EXCLUDED)} > "$out/diff"
-{{ echo "$head"; [ -z "$prerequisite" ] || echo "^$prerequisite"; }} |
-  "$git" "$@" {" ".join(PACK)} > "$out/pack"
+if [ -n "$with_pack" ]; then
+  {{ echo "$head"; [ -z "$prerequisite" ] || echo "^$prerequisite"; }} |
+    "$git" "$@" {" ".join(PACK)}
+fi > "$out/pack"
 "$git" "$@" diff --name-status --no-renames -z "$base" "$head" -- . \\
   {" ".join(shlex.quote(e) for e in EXCLUDED)} > "$out/changes"
 if [ -s "$out/changes" ]; then "$git" "$@" ls-tree -r -l -z "$head"; fi > "$out/tree"
@@ -129,17 +133,50 @@ async def results(
     return outputs_of(raw, view, config, base=base, head=head, before=before)
 
 
-def _read(view: StepView, base: str, head: str, before: str | None) -> tuple[str, ...]:
-    """`OUTPUTS_SCRIPT` and its arguments, for `base`..`head`."""
+def _read(
+    view: StepView, base: str, head: str, before: str | None, *, pack_here: bool = False
+) -> tuple[str, ...]:
+    """`OUTPUTS_SCRIPT` and its arguments, for `base`..`head`; `pack_here`: the harness
+    writes the run's pack (`run_pack`), git does not."""
     prerequisite = base if _caller_has(view) else None
-    return (OUTPUTS_SCRIPT, base, head, prerequisite or "", before or head)
+    return (
+        OUTPUTS_SCRIPT,
+        base,
+        head,
+        prerequisite or "",
+        before or head,
+        "" if pack_here else "pack",
+    )
 
 
-def outputs_read(view: StepView, before: str | None) -> tuple[str, ...]:
+def outputs_read(view: StepView, before: str | None, *, pack_here: bool = False) -> tuple[str, ...]:
     """The read of `results` as a script and its arguments for the run's closing commit to
     run after it, in its box (`Workspace.commit_then_read`; the head is the new commit); none
     where the start is not on record (the closing commit may be the first): `results` then."""
-    return () if view.base_sha is None else _read(view, view.base_sha, "HEAD", before)
+    if view.base_sha is None:
+        return ()
+    return _read(view, view.base_sha, "HEAD", before, pack_here=pack_here)
+
+
+def packs_here(ws: Workspace, view: StepView, upto: str | None) -> bool:
+    """Whether the harness can write the run's pack (`packs.py`): the commits up to `upto`
+    (the head before the closing commit, which adds one of its own) are a line of loose
+    commits after the prerequisite."""
+    if upto is None or view.base_sha is None:
+        return False
+    prerequisite = view.base_sha if _caller_has(view) else None
+    return upto == prerequisite or pack_since(ws.git_dir, upto, prerequisite) is not None
+
+
+async def run_pack(ws: Workspace, view: StepView, head: str) -> bytes:
+    """The pack of the run's commits up to `head` after the prerequisite: written here, or by
+    git where it cannot be after all."""
+    prerequisite = view.base_sha if _caller_has(view) else None
+    made = pack_since(ws.git_dir, head, prerequisite)
+    if made is None:
+        revs = f"{head}\n" + (f"^{prerequisite}\n" if prerequisite else "")
+        made = await ws.read_git(*PACK, stdin=revs.encode())
+    return made
 
 
 def outputs_of(
@@ -150,8 +187,10 @@ def outputs_of(
     base: str,
     head: str,
     before: str | None,
+    pack: bytes | None = None,
 ) -> RunOutputs:
-    """`results` from what `OUTPUTS_SCRIPT` printed (`raw`) for `base`..`head`."""
+    """`results` from what `OUTPUTS_SCRIPT` printed (`raw`) for `base`..`head`; `pack`: the
+    run's pack where the harness wrote it (the script sent none)."""
     task_id = view.task_id
     prerequisite = base if _caller_has(view) else None
     try:
@@ -159,7 +198,7 @@ def outputs_of(
     except ValueError as exc:  # the box's output is ours; this is a broken git, not input
         raise WorkspaceError(f"the run's outputs could not be read: {exc}") from exc
     diff, changed = parts["diff"], changed_files(parts["changes"], parts["tree"])
-    bundle = bundle_of(parts["pack"], head, prerequisite)
+    bundle = bundle_of(parts["pack"] if pack is None else pack, head, prerequisite)
     files = [
         OutputFile("diff", DIFF, f"{task_id}.diff", diff),
         OutputFile("bundle", BUNDLE, f"{task_id}.bundle", bundle),

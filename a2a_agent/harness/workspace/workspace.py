@@ -36,7 +36,7 @@ from a2a_agent.harness.workspace.git import (
     read_head,
     read_loose_object,
 )
-from a2a_agent.harness.workspace.packs import pack_of_commit
+from a2a_agent.harness.workspace.packs import pack_since
 from a2a_agent.harness.workspace.sandbox import Sandbox
 
 KEY_TRAILER = "A2A-Idempotency-Key"
@@ -286,7 +286,7 @@ class Workspace:
     async def _pack(self, head: str, previous: str | None) -> bytes:
         """The pack of the commits after `previous` up to `head`: written here from loose
         objects (`packs.py`) where it can be, else by git."""
-        made = pack_of_commit(self.git_dir, head, previous)
+        made = pack_since(self.git_dir, head, previous)
         if made is None:  # several commits, an object git did not leave loose, a large change
             revs = f"{head}\n" + (f"^{previous}\n" if previous else "")
             made = await self._git_bytes(*PACK, stdin=revs.encode())
