@@ -149,14 +149,21 @@ async def test_a_line_of_commits_packs_here_whole(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "ws", sandbox=Sandbox(enabled=False))
     await ws.ensure()
     shas: list[str] = []
+    checkpoints: list[bytes] = []
     previous: str | None = None
     for n, change in enumerate(CHANGES.values()):
         subprocess.run(["/bin/sh", "-c", change], cwd=ws.root, check=True)
         if n % 3 == 1:  # a command's own commit between the harness's
             git(ws.root, "add", "-A")
             git(ws.root, "commit", "-q", "--allow-empty", "-m", f"the command's {n}")
-        previous, _ = await ws.commit(f"item {n}", f"key-{n}", previous)
+        previous, bundle = await ws.commit(f"item {n}", f"key-{n}", previous)
+        assert bundle is not None
         shas.append(previous)
+        checkpoints.append(bundle)
+    # Each checkpoint's bundle (two commits where a command made its own) restores in turn.
+    again = restored(tmp_path, checkpoints)
+    assert git(again, "rev-parse", "restored") == shas[-1]
+    git(again, "fsck", "--strict", "--no-dangling", "restored")
     for start in (None, shas[0], shas[4]):
         pack = pack_since(ws.git_dir, shas[-1], start)
         assert pack is not None

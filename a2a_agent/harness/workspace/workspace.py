@@ -271,9 +271,16 @@ class Workspace:
                 return head, None, None
             return head, bundle_of(await self._pack(head, previous), head, previous), None
         text = f"{message}\n\n{KEY_TRAILER}: {key}\n"
-        # The pack is written here when the commit will be the one commit on `previous`, whose
-        # own object is loose (`packs.py`); else git writes it in the same box.
-        ours = head == previous and (previous is None or self._loose_object(previous) is not None)
+        # The pack is written here when the commits after `previous` (a command's own, then
+        # this one) will be a line of loose commits (`packs.py`); else git writes it in the
+        # same box.
+        if previous is None:
+            ours = head is None  # a first commit; a history without a checkpoint: git's pack
+        else:
+            ours = self._loose_object(previous) is not None and (
+                head == previous
+                or (head is not None and pack_since(self.git_dir, head, previous) is not None)
+            )
         printed: bytes | None = None
         if ours and not read:
             head = await self._commit_here(text)
