@@ -13,7 +13,7 @@ flagged (intent to add, skip-worktree), a required extension (a split or sparse 
 large index, a HEAD that is not `ref: refs/heads/<name>`. The caller runs git then.
 
 `COMMIT_SCRIPT` is git's way, in one shell in the box: for a commit with a read after it (the
-run's last, with its outputs), after a command's own commits, and where this cannot commit.
+run's last, with its outputs), after a command's merge, and where this cannot commit.
 """
 
 from __future__ import annotations

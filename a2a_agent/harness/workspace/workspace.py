@@ -252,8 +252,8 @@ class Workspace:
         `git add -A` runs in the box, and the commit is made here from the index
         (`commits.py`) and its bundle's pack from the loose objects (`packs.py`). Where
         either cannot be (an index or history this does not read with certainty), git
-        makes it. With a read script (`commit_then_read`) or after commits of a command's
-        own, add, commit and pack run in one shell in one box, as before.
+        makes it. With a read script (`commit_then_read`) or after a command's merge, add,
+        commit and (for a merge) pack run in one shell in one box.
         """
         sha, bundle, _ = await self.commit_then_read(message, key, previous, ())
         return sha, bundle
