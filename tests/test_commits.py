@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from a2a_agent.harness.workspace import workspace as workspace_module
 from a2a_agent.harness.workspace.commits import clean_message, commit_index
 from a2a_agent.harness.workspace.git import GIT, GIT_ENV
 from a2a_agent.harness.workspace.sandbox import Sandbox
@@ -157,3 +158,32 @@ async def test_the_workspace_commits_through_git_when_it_must(tmp_path: Path) ->
     assert git(ws.root, "log", "-1", "--format=%B") == "second\n\nA2A-Idempotency-Key: k1"
     assert git(ws.root, "rev-parse", "HEAD~1") == first
     assert git(ws.root, "status", "--porcelain") == ""
+
+
+async def test_a_large_index_is_committed_off_the_event_loop_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index past INLINE_INDEX_BYTES is read and committed in a thread: the same trees."""
+    made: list[str | None] = []
+
+    def counted(root: Path, message: str) -> str | None:
+        made.append(commit_index(root, message))
+        return made[-1]
+
+    monkeypatch.setattr(workspace_module, "commit_index", counted)
+    ws = Workspace(tmp_path / "ws", sandbox=Sandbox(enabled=False))
+    await ws.ensure()
+    for n in range(1500):
+        folder = ws.root / f"d{n % 7}" / f"e{n % 11}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{n}.txt").write_text(f"{n}\n")
+    first, _ = await ws.commit("many", "k0", None)
+    assert (ws.git_dir / "index").stat().st_size > workspace_module.INLINE_INDEX_BYTES
+    assert git(ws.root, "rev-parse", "HEAD^{tree}") == git(ws.root, "write-tree")
+    (ws.root / "d3" / "e5" / "f1000.txt").write_text("changed\n")
+    second, bundle = await ws.commit("one changed", "k1", first)
+    assert bundle is not None and git(ws.root, "rev-parse", "HEAD~1") == first
+    assert git(ws.root, "rev-parse", "HEAD^{tree}") == git(ws.root, "write-tree")
+    assert git(ws.root, "log", "-1", "--format=%H") == second
+    assert made == [first, second]  # made here, not by git
+    git(ws.root, "fsck", "--strict", "--no-dangling")
