@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 from persistence.records import TaskRow
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
 class TaskReadCache:
@@ -37,10 +40,7 @@ class TaskReadCache:
     def get(self, task_id: str) -> TaskRow | None:
         if not self.enabled:
             return None
-        row = self._rows.get(task_id)
-        if row is not None:
-            self._rows.move_to_end(task_id)
-        return row
+        return _recent(self._rows, task_id)
 
     def begin_read(self, task_id: str) -> tuple[int, int]:
         self._readers[task_id] = self._readers.get(task_id, 0) + 1
@@ -74,10 +74,7 @@ class TaskReadCache:
         """The page kept under `key` if no task changed since it was read; else None."""
         if not self.enabled:
             return None
-        page = self._pages.get(key)
-        if page is not None:
-            self._pages.move_to_end(key)
-        return page
+        return _recent(self._pages, key)
 
     def page_token(self) -> tuple[int, int]:
         """Taken before a page's query: `keep_page` keeps it only if nothing changed since."""
@@ -98,3 +95,11 @@ class TaskReadCache:
         self._changes += 1
         self._gen = {task_id: 0 for task_id in self._readers}
         self.enabled = enabled
+
+
+def _recent(kept: OrderedDict[K, V], key: K) -> V | None:
+    """What `kept` holds under `key`, marked as the most recently read (or None)."""
+    found = kept.get(key)
+    if found is not None:
+        kept.move_to_end(key)
+    return found

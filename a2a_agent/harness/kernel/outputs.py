@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from a2a_agent.harness.kernel.results import JSON
 from a2a_agent.harness.workspace.git import PACK, bundle_of
-from a2a_agent.harness.workspace.packs import pack_since
+from a2a_agent.harness.workspace.packs import is_loose_line, pack_since
 from a2a_agent.harness.workspace.workspace import DERIVED_FILES, Workspace, WorkspaceError
 from persistence.records import OutputFile, StepView
 
@@ -165,7 +165,7 @@ def packs_here(ws: Workspace, view: StepView, upto: str | None) -> bool:
     if upto is None or view.base_sha is None:
         return False
     prerequisite = view.base_sha if _caller_has(view) else None
-    return upto == prerequisite or pack_since(ws.git_dir, upto, prerequisite) is not None
+    return upto == prerequisite or is_loose_line(ws.git_dir, upto, prerequisite)
 
 
 async def run_pack(ws: Workspace, view: StepView, head: str) -> bytes:

@@ -122,27 +122,54 @@ def _entry_header(kind: int, size: int) -> bytes:
     return bytes(out)
 
 
+_Link = tuple[str, bytes, str, str | None]  # a commit's name, body, tree, its parent's tree
+
+
+def _line(loose: _Loose, head: str, previous: str | None) -> list[_Link]:
+    """The commits after `previous` up to `head`, newest first, as (name, body, tree, the
+    parent's tree); each read once. `_NotHere` unless they are a line of loose commits."""
+    line: list[tuple[str, bytes, str]] = []
+    at: str | None = head
+    while at != previous:
+        if at is None or len(line) > MAX_OBJECTS:
+            raise _NotHere("not on the first-parent line, or far back")
+        commit = loose.read(at, b"commit")
+        tree, parents = _commit_fields(commit)
+        if len(parents) > 1 or not tree:
+            raise _NotHere("a merge: git's walk")
+        line.append((at, commit, tree))
+        at = parents[0] if parents else None
+    if not line:
+        return []  # `head` is `previous`: nothing after it
+    last = _commit_fields(loose.read(previous, b"commit"))[0] if previous else None
+    parent_trees = [tree for _, _, tree in line[1:]] + [last]
+    return [(*link, old) for link, old in zip(line, parent_trees, strict=True)]
+
+
+def is_loose_line(git_dir: Path, head: str, previous: str | None) -> bool:
+    """Whether the commits after `previous` up to `head` are a line of loose commits, as
+    `pack_since` needs (their trees and blobs are read only when packing): a cheap look
+    before a commit whose pack is then left to the harness."""
+    try:
+        _line(_Loose(git_dir), head, previous)
+    except (_NotHere, ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
 def pack_since(git_dir: Path, head: str, previous: str | None) -> bytes | None:
     """A pack (version 2, no deltas) of what the commits after `previous` up to `head` add
     (none: all of `head`'s history), each commit with one parent; None where git must make
     it (see the module's note)."""
     loose = _Loose(git_dir)
     found: dict[str, _Entry] = {}
-    at: str | None = head
     try:
-        while at != previous:
-            if at is None or len(found) > MAX_OBJECTS:
-                return None  # `previous` is not on the first-parent line, or far back
-            commit = loose.read(at, b"commit")
-            tree, parents = _commit_fields(commit)
-            if len(parents) > 1 or not tree:
-                return None  # a merge: git's walk
-            parent = parents[0] if parents else None
-            old_tree = _commit_fields(loose.read(parent, b"commit"))[0] if parent else None
-            found[at] = (_TYPES[b"commit"], commit)
+        for sha, commit, tree, old_tree in _line(loose, head, previous):
+            found[sha] = (_TYPES[b"commit"], commit)
             if tree != old_tree:
                 _new_objects(loose, tree, old_tree, found)
-            at = parent
+            if len(found) > MAX_OBJECTS:
+                return None
     except (_NotHere, ValueError, UnicodeDecodeError):
         return None
     parts = [b"PACK", struct.pack(">II", 2, len(found))]

@@ -4,8 +4,8 @@ Git runs as a child process only where it must (`git add -A`: one per verified i
 box); what can be read from `.git` directly (HEAD, a loose commit, the index, made into the
 commit by `commits.py`, the objects the commit wrote, packed for its bundle by `packs.py`) is
 read and written here, and the fingerprint is a walk of the tree's metadata, without a
-process. How git itself runs (its
-options, its environment, the repository config the harness owns) is `git.py`.
+process. How git itself runs (its options, its environment, the repository config the
+harness owns) is `git.py`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from a2a_agent.harness.workspace.git import (
     read_head,
     read_loose_object,
 )
-from a2a_agent.harness.workspace.packs import pack_since
+from a2a_agent.harness.workspace.packs import is_loose_line, pack_since
 from a2a_agent.harness.workspace.sandbox import Sandbox
 
 KEY_TRAILER = "A2A-Idempotency-Key"
@@ -279,7 +279,7 @@ class Workspace:
         else:
             ours = self._loose_object(previous) is not None and (
                 head == previous
-                or (head is not None and pack_since(self.git_dir, head, previous) is not None)
+                or (head is not None and is_loose_line(self.git_dir, head, previous))
             )
         printed: bytes | None = None
         if ours and not read:
@@ -294,7 +294,7 @@ class Workspace:
         """The pack of the commits after `previous` up to `head`: written here from loose
         objects (`packs.py`) where it can be, else by git."""
         made = pack_since(self.git_dir, head, previous)
-        if made is None:  # several commits, an object git did not leave loose, a large change
+        if made is None:  # a merge, an object git did not leave loose, a large change
             revs = f"{head}\n" + (f"^{previous}\n" if previous else "")
             made = await self._git_bytes(*PACK, stdin=revs.encode())
         return made
