@@ -24,6 +24,7 @@ from a2a_agent.database import resolve_database_url, sqlalchemy_url
 from a2a_agent.delivery.process import run_delivery
 from a2a_agent.edge.auth import DEFAULT_SCOPES, SCOPES, new_key
 from a2a_agent.errors import AgentError, ConfigError
+from a2a_agent.harness.workspace.reaping import reap_on_loops
 from a2a_agent.liveness import check_alive
 from a2a_agent.nanny import supervise
 from a2a_agent.observe import logs
@@ -213,6 +214,7 @@ def _run(
     # full collection scans what the run makes, not every module's objects (130 ms each with
     # the server's stack loaded), and the forked children share those pages untouched.
     gc.freeze()
+    reap_on_loops()  # commands and git reaped by their loop, not by a thread each
     if args.no_supervise:
         return _guarded(child)()
     if settings.worker.run_worker and settings.push.delivery == "process":
