@@ -147,10 +147,17 @@ def recorded_items(record: StepRecord, items: Sequence[ItemRow]) -> ItemsAfter:
     changes = [record.item] if record.item else []
     return items_after(
         items,
-        [ItemChange(**safe_value(dataclasses.asdict(c))) for c in [*changes, *record.more_items]],
-        [NewItem(**safe_value(dataclasses.asdict(i))) for i in record.new_items],
+        [ItemChange(**_storable_fields(c)) for c in [*changes, *record.more_items]],
+        [NewItem(**_storable_fields(i)) for i in record.new_items],
         record.first_position,
     )
+
+
+def _storable_fields(value: ItemChange | NewItem) -> dict[str, Any]:
+    """A change's or new item's fields made storable. `safe_value` builds every dict and list
+    anew, so the fields are not copied first (`dataclasses.asdict` did, a deep copy of the
+    item's whole history on every step)."""
+    return {f.name: safe_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
 
 
 def step_json(record: StepRecord, after: ItemsAfter) -> JSON:
