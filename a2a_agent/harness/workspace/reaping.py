@@ -50,7 +50,9 @@ class LoopReaper(asyncio.AbstractChildWatcher):
         loop.remove_reader(pidfd)
         os.close(pidfd)
         try:
-            _, status = os.waitpid(pid, os.WNOHANG)
+            # Readable means it has exited: this wait returns at once. (WNOHANG could say
+            # "not yet" as a status of 0, read as a clean exit.)
+            _, status = os.waitpid(pid, 0)
         except ChildProcessError:  # reaped by someone else (a waitpid(-1) elsewhere)
             log.warning("child %d was reaped elsewhere; its exit code is unknown", pid)
             returncode = 255
