@@ -30,6 +30,7 @@ from a2a_agent.engine.control import (
     plan_check,
 )
 from a2a_agent.engine.gate import StepGate
+from a2a_agent.engine.item_walk import ItemWalk
 from a2a_agent.engine.journal import StepJournal, failure_reason
 from a2a_agent.engine.model_turns import ModelTurns
 from a2a_agent.engine.segments import enqueue_segment, running_segment, segment_of
@@ -57,7 +58,7 @@ P = ParamSpec("P")
 
 
 @DBOS.dbos_class()
-class PlanRunner(ModelTurns, DBOSConfiguredInstance):
+class PlanRunner(ModelTurns, ItemWalk, DBOSConfiguredInstance):
     def __init__(
         self,
         harness: PlanHarness,
@@ -397,80 +398,3 @@ class PlanRunner(ModelTurns, DBOSConfiguredInstance):
         if published is not None and published.outcome == "failed":
             return "failed"  # not published (refused, or the branch moved on): recorded
         return str((await self._step(self.finish, task_id)).payload["state"])
-
-    async def _walk(
-        self, task_id: str, snap: JSON, rounds: Rounds | None, prechecks: bool, *, lean: bool
-    ) -> str:
-        """Work the plan's items in order: `walked` once each has an outcome, `reopened` if
-        a re-verification round reopened one, else how the run ended."""
-        every = int(snap.get("reverify_every") or 0)
-        done = sum(1 for i in snap["items"] if i["status"] == "done")
-        for item in snap["items"]:
-            was = item["status"]
-            outcome = await self._work_item(
-                task_id, item, int(item["attempts"]), precheck=prechecks, lean=lean
-            )
-            if outcome not in ("done", "skipped"):
-                return outcome
-            if outcome == "done" and was != "done":
-                done += 1
-                if rounds is not None and every and done % every == 0:
-                    checked = await self._reverified(task_id, rounds)
-                    if checked != "walked":
-                        return checked
-        return "walked"
-
-    async def _reverified(self, task_id: str, rounds: Rounds) -> str:
-        """A re-verification round: `walked` if every done item's check still passes,
-        `reopened` if the policy reopened the ones that do not, else the run ended."""
-        checked = await self._step(self.reverify, task_id, rounds.next())
-        if checked.outcome == "retry":
-            return "reopened"
-        return "walked" if checked.outcome == "ok" else checked.outcome
-
-    async def _work_item(
-        self, task_id: str, item: JSON, attempt: int, *, precheck: bool = True, lean: bool = False
-    ) -> str:
-        item_id, status = str(item["id"]), str(item["status"])
-        if status in ("done", "failed", "skipped"):
-            return status
-        noted = False  # the pre-check's "skipped" goes into the first begin_attempt's record
-        if precheck and status == "pending" and attempt == 0 and lean:
-            noted = not item.get("precheck", True)
-        if precheck and status == "pending" and attempt == 0 and not noted:
-            try:
-                checked = await self._step(self.precheck_item, task_id, item_id)
-            except ItemRestart:
-                pass  # the workspace was restored first: the item starts as it would have
-            else:
-                if checked.outcome == "failed":
-                    return "failed"
-        if status == "pending":
-            attempt += 1
-            await self._step(self.begin_attempt, task_id, item_id, attempt, noted)
-        verifying = status == "verifying"
-        if item.get("ask") and not verifying:
-            await self._step(self.ask_item, task_id, item_id, attempt)  # the answer moves it on
-            verifying = True
-        while True:
-            try:
-                if not verifying:
-                    if item.get("delegate"):
-                        await self._step(self.delegate_item, task_id, item_id, attempt)
-                    elif item["run"]:
-                        await self._step(self.run_item, task_id, item_id, attempt)
-                    else:
-                        await self._model_turn(task_id, item_id, attempt)
-                verifying = False
-                verified = await self._step(self.verify_item, task_id, item_id, attempt)
-            except ItemRestart as restart:
-                attempt, verifying = restart.attempt, False
-                continue
-            if verified.outcome == "retry":
-                attempt = verified.attempt
-                continue
-            if verified.outcome == "ok":
-                return "skipped"  # out of attempts; the policy skips it
-            if verified.outcome == "done" and item.get("facts"):
-                await self._step(self.establish_facts, task_id, item_id, verified.attempt)
-            return verified.outcome
