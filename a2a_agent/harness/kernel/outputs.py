@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from a2a_agent.harness.kernel.results import JSON
 from a2a_agent.harness.workspace.git import PACK, bundle_of
-from a2a_agent.harness.workspace.packs import is_loose_line, pack_since
+from a2a_agent.harness.workspace.packs import is_loose_line
 from a2a_agent.harness.workspace.workspace import DERIVED_FILES, Workspace, WorkspaceError
 from persistence.records import OutputFile, StepView
 
@@ -42,10 +42,11 @@ async def start_of(ws: Workspace, view: StepView) -> str | None:
     return (await ws.read_git("rev-list", "--max-parents=0", "HEAD")).decode().split()[-1]
 
 
-def _caller_has(view: StepView) -> bool:
-    """Whether the caller holds the start commit (its own repository, or an earlier task's
-    result), so a bundle may build on it."""
-    return (view.seed or {}).get("kind") in ("git", "from_task") and view.base_sha is not None
+def _prerequisite(view: StepView) -> str | None:
+    """The start commit when the caller holds it (its own repository, or an earlier task's
+    result), so the run's bundle builds on it; None: the bundle holds the whole history."""
+    caller_has = (view.seed or {}).get("kind") in ("git", "from_task")
+    return view.base_sha if caller_has else None
 
 
 # The reads of a run's end in one box (`Workspace.read_script`): the diff against the
@@ -138,7 +139,7 @@ def _read(
 ) -> tuple[str, ...]:
     """`OUTPUTS_SCRIPT` and its arguments, for `base`..`head`; `pack_here`: the harness
     writes the run's pack (`run_pack`), git does not."""
-    prerequisite = base if _caller_has(view) else None
+    prerequisite = _prerequisite(view)
     return (
         OUTPUTS_SCRIPT,
         base,
@@ -164,19 +165,14 @@ def packs_here(ws: Workspace, view: StepView, upto: str | None) -> bool:
     commits after the prerequisite."""
     if upto is None or view.base_sha is None:
         return False
-    prerequisite = view.base_sha if _caller_has(view) else None
+    prerequisite = _prerequisite(view)
     return upto == prerequisite or is_loose_line(ws.git_dir, upto, prerequisite)
 
 
 async def run_pack(ws: Workspace, view: StepView, head: str) -> bytes:
     """The pack of the run's commits up to `head` after the prerequisite: written here, or by
     git where it cannot be after all."""
-    prerequisite = view.base_sha if _caller_has(view) else None
-    made = pack_since(ws.git_dir, head, prerequisite)
-    if made is None:
-        revs = f"{head}\n" + (f"^{prerequisite}\n" if prerequisite else "")
-        made = await ws.read_git(*PACK, stdin=revs.encode())
-    return made
+    return await ws.pack(head, _prerequisite(view))
 
 
 def outputs_of(
@@ -192,7 +188,7 @@ def outputs_of(
     """`results` from what `OUTPUTS_SCRIPT` printed (`raw`) for `base`..`head`; `pack`: the
     run's pack where the harness wrote it (the script sent none)."""
     task_id = view.task_id
-    prerequisite = base if _caller_has(view) else None
+    prerequisite = _prerequisite(view)
     try:
         parts = _framed(raw, PARTS)
     except ValueError as exc:  # the box's output is ours; this is a broken git, not input

@@ -269,7 +269,7 @@ class Workspace:
         if head is not None and f"{KEY_TRAILER}: {key}" in await self._head_message(head):
             if head == previous:
                 return head, None, None
-            return head, bundle_of(await self._pack(head, previous), head, previous), None
+            return head, bundle_of(await self.pack(head, previous), head, previous), None
         text = f"{message}\n\n{KEY_TRAILER}: {key}\n"
         # The pack is written here when the commits after `previous` (a command's own, then
         # this one) will be a line of loose commits (`packs.py`); else git writes it in the
@@ -288,11 +288,11 @@ class Workspace:
             head, pack, printed = await self._commit_in_box(text, previous, read, ours)
             if not ours:
                 return head, bundle_of(pack, head, previous), printed
-        return head, bundle_of(await self._pack(head, previous), head, previous), printed
+        return head, bundle_of(await self.pack(head, previous), head, previous), printed
 
-    async def _pack(self, head: str, previous: str | None) -> bytes:
-        """The pack of the commits after `previous` up to `head`: written here from loose
-        objects (`packs.py`) where it can be, else by git."""
+    async def pack(self, head: str, previous: str | None) -> bytes:
+        """The pack of the commits after `previous` (None: all) up to `head`: written here
+        from loose objects (`packs.py`) where it can be, else by git."""
         made = pack_since(self.git_dir, head, previous)
         if made is None:  # a merge, an object git did not leave loose, a large change
             revs = f"{head}\n" + (f"^{previous}\n" if previous else "")
