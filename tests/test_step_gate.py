@@ -1,4 +1,5 @@
-"""The step gate at a shutdown: a step refused before it began is closed, not left behind.
+"""The step gate at a shutdown: a step refused before it began is closed, not left behind;
+a shutdown cut short still stops DBOS.
 
 A worker draining for a shutdown lets no new step start; the run waits until its workflow is
 cancelled. The harness coroutine made for that step was never awaited, and left to the
@@ -11,6 +12,10 @@ import asyncio
 import inspect
 from types import SimpleNamespace
 
+import pytest
+from dbos import DBOS
+
+from a2a_agent.engine.dbos_engine import DbosEngine
 from a2a_agent.engine.gate import StepGate
 from a2a_agent.engine.runner import PlanRunner
 from a2a_agent.harness.kernel.results import StepResult
@@ -49,3 +54,20 @@ async def test_a_step_that_ran_is_left_as_it_ended() -> None:
     result = await PlanRunner._gated(runner, "task-1", ok())  # type: ignore[arg-type]
     assert result["outcome"] == "ok"
     assert gate.in_flight == 0
+
+
+async def test_a_shutdown_cut_short_still_stops_dbos(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cancel landing in the hand-over (the supervisor's end, the drain, the worker marked
+    stopped) still stops DBOS: left launched, it was the one the next in-process server of
+    the suite got, with the earlier test's database, and its runs' steps found no workflow."""
+    engine = object.__new__(DbosEngine)
+
+    async def cut_short() -> None:
+        raise asyncio.CancelledError
+
+    engine._hand_over = cut_short  # type: ignore[method-assign]
+    stopped: list[bool] = []
+    monkeypatch.setattr(DBOS, "destroy", lambda **_: stopped.append(True))
+    with pytest.raises(asyncio.CancelledError):
+        await engine.shutdown()
+    assert stopped == [True]

@@ -172,7 +172,15 @@ class DbosEngine:
             watch(self._starter_task, "the run starter")
 
     async def shutdown(self) -> None:
-        """Stop taking steps, let those in flight finish (bounded), hand over, stop DBOS."""
+        """Stop taking steps, let those in flight finish (bounded), hand over, stop DBOS.
+        DBOS stops whatever cuts the rest short (a cancel of the shutdown itself): left
+        launched, it is the one a server started next in this process would get."""
+        try:
+            await self._hand_over()
+        finally:
+            DBOS.destroy()
+
+    async def _hand_over(self) -> None:
         for task in (self._supervisor_task, self._starter_task):
             if task is not None:
                 task.cancel()
@@ -190,7 +198,6 @@ class DbosEngine:
             await self._registry.mark_stopped()
         except StoreError as exc:
             log.warning("could not mark this worker stopped: %s", exc)
-        DBOS.destroy()
 
     async def start(self, task_id: str, segment: int = 0) -> None:
         """Enqueue a segment of a task's run; a segment enqueued before is not run again
