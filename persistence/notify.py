@@ -38,6 +38,29 @@ async def next_wake(wake: asyncio.Event, at_most_s: float = LOST_WAKE_S) -> None
     wake.clear()
 
 
+async def readable(fd: int, at_most_s: float) -> None:
+    """Until `fd` has something to read or `at_most_s` has passed.
+
+    A LISTEN connection waits here rather than in psycopg's `notifies(timeout=...)`, which
+    wakes every 0.1 s to look again (its wait's interval), adding and removing the socket's
+    reader each time: ten wake-ups a second per listening connection, a third of an idle
+    server's event-loop CPU (docs/measured.md). One wait per notification or tick here."""
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
+    timer = loop.call_later(at_most_s, wake)
+    try:
+        await ready
+    finally:
+        timer.cancel()
+        loop.remove_reader(fd)
+
+
 class TaskNotifier:
     """Waiters register per task id; a NOTIFY on commit wakes them to read new event rows.
 
@@ -97,8 +120,11 @@ class TaskNotifier:
                         self._cache.reset(enabled=True)
                     delay = 0.2
                     self._wake_all()  # anything committed while we were away
+                    next_tick = time.monotonic() + TICK_S
                     while True:
-                        async for note in conn.notifies(timeout=TICK_S):
+                        await readable(conn.fileno(), max(0.0, next_tick - time.monotonic()))
+                        # What came: taken without waiting (the socket said it is there).
+                        async for note in conn.notifies(timeout=0):
                             self._heard_now(note.payload)
                             if self._cache is not None:
                                 self._cache.invalidate(note.payload)
@@ -106,7 +132,9 @@ class TaskNotifier:
                                 event.set()
                             for event in self._waiters.get(ANY_TASK, ()):
                                 event.set()
-                        self._tick()
+                        if time.monotonic() >= next_tick:
+                            self._tick()
+                            next_tick = time.monotonic() + TICK_S
             except psycopg.Error as exc:
                 self._listening_since = None
                 if self._cache is not None:

@@ -7,6 +7,7 @@ LISTEN connection."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -85,3 +86,40 @@ async def test_a_moment_too_long_ago_is_not_vouched_for(
     assert notifier.quiet_since("a", since)
     monkeypatch.setattr("persistence.notify.HEARD_KEEP_S", 0.0)
     assert not notifier.quiet_since("a", since)
+
+
+async def test_every_notify_of_a_burst_wakes_its_watcher(
+    notifier: TaskNotifier, database_url: str
+) -> None:
+    # Fifty tasks notified in one commit arrive together: each task's watcher is woken.
+    tasks = [f"burst-{n}" for n in range(50)]
+    async with contextlib.AsyncExitStack() as stack:
+        events = [await stack.enter_async_context(notifier.watch(t)) for t in tasks]
+        async with await psycopg.AsyncConnection.connect(database_url) as conn:
+            for task_id in tasks:
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, task_id))
+            await conn.commit()
+        await until(lambda: all(e.is_set() for e in events), "every watcher to be woken")
+
+
+async def test_an_idle_listener_waits_on_its_socket_not_on_a_timer(
+    notifier: TaskNotifier, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # psycopg's own `notifies(timeout=...)` looks again every 0.1 s, taking its reader off the
+    # loop and putting it back each time: ten wake-ups a second of every idle process. The
+    # listener waits on its socket instead: in a quiet second it is woken once at most (its
+    # tick), and a NOTIFY still reaches a watcher at once.
+    loop = asyncio.get_running_loop()
+    added: list[int] = []
+    real_add_reader = loop.add_reader
+
+    def add_reader(fd: int, callback: Callable[..., object], *args: object) -> None:
+        added.append(fd)
+        real_add_reader(fd, callback, *args)
+
+    monkeypatch.setattr(loop, "add_reader", add_reader)
+    await asyncio.sleep(1.0)
+    assert len(added) <= 2, f"the idle listener put its reader on the loop {len(added)} times"
+    async with notifier.watch("woken") as event:
+        await notify(database_url, "woken")
+        await until(event.is_set, "the NOTIFY to wake its watcher")
