@@ -16,7 +16,7 @@ from a2a.types.a2a_pb2 import TaskState
 
 from a2a_agent.harness.kernel.evidence import evidence
 from a2a_agent.harness.model.tools import WorkspaceTools
-from a2a_agent.harness.workspace.commands import CommandResult, run_command
+from a2a_agent.harness.workspace.commands import CommandResult, noted_group, run_command
 from a2a_agent.harness.workspace.sandbox import Sandbox, cannot_run
 from tests.support.a2a import a2a_client, item, plan_message, plan_of, report_of, send, wait_for
 from tests.support.processes import StartAgent
@@ -106,7 +106,7 @@ async def test_a_cancelled_command_logs_nothing_at_error(
     assert errors == [], [r.getMessage() for r in errors]
     assert "never retrieved" not in caplog.text
     assert leftover(marker) == []  # the box was killed and reaped
-    assert not pid_file.exists()  # nothing left for the next command to kill
+    assert noted_group(pid_file) is None  # nothing left for the next command to kill
 
 
 async def test_a_timed_out_command_is_killed_and_logs_nothing_at_error(

@@ -61,14 +61,18 @@ async def test_ended_tasks_are_deleted_after_the_retention_and_running_ones_kept
             await client.get_task(GetTaskRequest(id=done.id))
         kept = await client.get_task(GetTaskRequest(id=running.id))
         assert kept.status.state == TaskState.TASK_STATE_WORKING
-    deadline = time.monotonic() + 10  # the rows go first, then the runs and the directory
-    while time.monotonic() < deadline and any(
-        (home / "workspaces" / t).exists() for t in (done.id, failed.id)
-    ):
+    # The rows go first, then the runs, the directory and the commands' pid files (which
+    # stay between a task's commands, naming no group).
+    pid_files = home / "workspaces" / ".commands"
+    gone = [home / "workspaces" / t for t in (done.id, failed.id)]
+    gone += [pid_files / f"{t}.pid" for t in (done.id, failed.id)]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(path.exists() for path in gone):
         time.sleep(0.05)
     for task_id in (done.id, failed.id):
         assert set(rows_of(database_url, task_id).values()) == {0}
-        assert not (home / "workspaces" / task_id).exists()
+    assert [path for path in gone if path.exists()] == []
+    assert (pid_files / f"{running.id}.pid").exists()  # its command runs, noted there
     assert rows_of(database_url, running.id)["tasks"] == 1
     assert (home / "workspaces" / running.id).exists()
     assert not orphan.exists()

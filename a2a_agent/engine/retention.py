@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from a2a_agent.harness.workspace.workspace import Workspace
 from persistence.watch import WatchdogStore
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,9 @@ def _remove(path: Path) -> None:
 def remove_workspace(workspaces: Path, task_id: str) -> None:
     _remove(workspaces / task_id)
     _remove(workspaces / ".effects" / f"{task_id}.json")
+    # Its commands' pid files (one per lane), kept between commands (commands.NO_GROUP).
+    for pid_file in Workspace(workspaces / task_id).pid_files():
+        _remove(pid_file)
 
 
 class Pruner:

@@ -72,23 +72,37 @@ def _pdeathsig_prefix(sandbox: Sandbox) -> list[str]:
     return ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
 
 
+# What the pid file says between commands: no group. The file stays and is written over
+# (`overwrite`): a new file is a new inode, about 1 ms on an ext4 measured here, against
+# 0.01 ms for writing over one (a command's note and its clearing, at every command).
+NO_GROUP = "-"
+
+
 def _note_group(pid_file: Path, pgid: int | None) -> None:
     # A few bytes on local disk, written synchronously so a crash right after leaves it there.
     if pgid is None:
-        pid_file.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            overwrite(pid_file, NO_GROUP)
     else:
         pid_file.parent.mkdir(exist_ok=True)
         overwrite(pid_file, str(pgid))
 
 
+def noted_group(pid_file: Path) -> int | None:
+    """The process group `pid_file` says is running, if any."""
+    try:
+        return int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):  # no file, or NO_GROUP
+        return None
+
+
 def kill_leftovers(pid_file: Path) -> None:
     """Kill the process group a previous incarnation of this worker left running here."""
-    try:
-        pgid = int(pid_file.read_text().strip())
-    except (FileNotFoundError, ValueError):
+    pgid = noted_group(pid_file)
+    if pgid is None:
         return
     _kill_group(pgid)
-    pid_file.unlink(missing_ok=True)
+    _note_group(pid_file, None)
 
 
 async def run_command(
