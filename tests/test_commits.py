@@ -143,6 +143,18 @@ def test_nothing_is_written_through_what_a_command_planted(tmp_path: Path) -> No
     git(root, "fsck", "--strict", "--no-dangling")
     assert git(root, "ls-tree", "--name-only", "HEAD").split() == ["f", "g"]
 
+    # The branch's file a hard link to a file elsewhere: replaced, never written through.
+    branch = root / ".git" / "refs" / "heads" / "main"
+    branch.unlink()
+    (outside / "linked").write_text(f"{sha}\n")
+    os.link(outside / "linked", branch)
+    (root / "h").write_text("z\n")
+    git(root, "add", "-A")
+    third = commit_index(root, "a third\n")
+    assert third is not None and git(root, "rev-parse", "HEAD") == third
+    assert (outside / "linked").read_text() == f"{sha}\n"
+    git(root, "fsck", "--strict", "--no-dangling")
+
 
 async def test_the_workspace_commits_through_git_when_it_must(tmp_path: Path) -> None:
     """A command left an index git writes in version 4: the verified item's commit is git's,

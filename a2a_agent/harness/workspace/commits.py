@@ -28,7 +28,12 @@ import zlib
 from contextlib import suppress
 from pathlib import Path
 
-from a2a_agent.harness.workspace.files import enter_folder, folder_within, read_regular
+from a2a_agent.harness.workspace.files import (
+    enter_folder,
+    folder_within,
+    overwrite_within,
+    read_regular,
+)
 from a2a_agent.harness.workspace.git import GIT, GIT_ENV, GIT_OPTIONS, PACK, read_head
 
 MAX_INDEX_BYTES = 1 << 20  # past this, git's own commit is as quick as reading it here
@@ -205,19 +210,11 @@ def _write_object(objects: int, sha: str, whole: bytes) -> None:
 
 
 def _move_branch(root: Path, ref: str, sha: str) -> None:
-    """The branch's file says `sha`: a lock file written, then renamed over it."""
-    *folders, name = ref.split("/")
-    with folder_within(root, [".git", *folders]) as folder:
-        lock = f"{name}.lock"
-        with suppress(FileNotFoundError):
-            os.unlink(lock, dir_fd=folder)  # a dead git's (no other runs meanwhile)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(lock, flags, 0o644, dir_fd=folder)
-        try:
-            os.write(fd, f"{sha}\n".encode())
-        finally:
-            os.close(fd)
-        os.rename(lock, name, src_dir_fd=folder, dst_dir_fd=folder)
+    """The branch's file says `sha`, written over in place (`overwrite_within`: never through
+    a link, a file that is not its own replaced). Not git's lock file renamed over it: a new
+    file is a new inode, about 1 ms on an ext4 measured here, and no other git runs while
+    the harness commits. The file is 41 bytes, one write within a block."""
+    overwrite_within(root, f".git/{ref}", f"{sha}\n")
 
 
 def _log(root: Path, ref: str, line: str) -> None:
